@@ -1,0 +1,199 @@
+"""Streaming statistics for the position/context decomposition of hidden states.
+
+For C contexts x T positions, the balanced decomposition
+``h[c,t] = mu + pos[t] + ctx[c] + resid[c,t]`` needs only first moments per position
+and per context, the total sum of squares, and (for spectral norms of the uncentred
+states) the second-moment matrix ``sum h h^T``. All sums are float64.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from geomlens.stats.base import CapturedBatch
+
+
+@dataclass(frozen=True)
+class DecompositionStats:
+    """Finalized decomposition of one layer's hidden states.
+
+    Attributes:
+        layer: hidden-state layer (0 = embedding output).
+        mean: [d] the global mean mu.
+        pos: [T', d] positional part, mean over contexts minus mu (T' = T or T-1).
+        ctx: [C, d] context part, mean over positions minus mu.
+        total_ss: sum over (c,t) of |h - mu|^2.
+        second_moment: [d, d] uncentred ``sum h h^T`` over all used (c,t), or None.
+        n_contexts: C.
+        positions: the positions kept (0..T-1, or 1..T-1 when the first is skipped).
+        skip_first: whether position 0 was dropped.
+    """
+
+    layer: int
+    mean: np.ndarray
+    pos: np.ndarray
+    ctx: np.ndarray
+    total_ss: float
+    second_moment: np.ndarray | None
+    n_contexts: int
+    positions: np.ndarray
+    skip_first: bool
+
+    @property
+    def length(self) -> int:
+        return int(self.pos.shape[0])
+
+    @property
+    def shares(self) -> tuple[float, float, float]:
+        """(share_pos, share_ctx, share_resid): parts of total_ss; they sum to 1."""
+        c, t = self.n_contexts, self.length
+        s_pos = c * float(np.sum(self.pos**2)) / self.total_ss
+        s_ctx = t * float(np.sum(self.ctx**2)) / self.total_ss
+        return s_pos, s_ctx, 1.0 - s_pos - s_ctx
+
+
+class DecompositionAccumulator:
+    """Per-layer sums for the decomposition over a fixed grid of C contexts x T positions.
+
+    Each context must be seen exactly once (in any batch, in any shard). Position 0 is
+    kept separately per context so that ``finalize(skip_first=True)`` can drop it
+    without a second capture.
+    """
+
+    def __init__(
+        self,
+        layers: Sequence[int],
+        n_contexts: int,
+        length: int,
+        d_model: int,
+        second_moment: bool = True,
+        device: torch.device | str = "cpu",
+    ) -> None:
+        self.layers = list(layers)
+        self.n_contexts, self.length, self.d_model = n_contexts, length, d_model
+        self.with_second_moment = second_moment
+        n_l, f64 = len(self.layers), torch.float64
+        self.pos_sum = torch.zeros(n_l, length, d_model, dtype=f64, device=device)
+        self.ctx_sum = torch.zeros(n_l, n_contexts, d_model, dtype=f64, device=device)
+        self.first = torch.zeros(n_l, n_contexts, d_model, dtype=f64, device=device)
+        self.sumsq = torch.zeros(n_l, dtype=f64, device=device)
+        self.seen = torch.zeros(n_contexts, dtype=torch.int64, device=device)
+        self.second = (
+            torch.zeros(n_l, d_model, d_model, dtype=f64, device=device) if second_moment else None
+        )
+
+    def update(self, batch: CapturedBatch) -> None:
+        idx = batch.context_index.to(self.seen.device)
+        for i, layer in enumerate(self.layers):
+            h = batch.hidden[layer]
+            if h.shape[1:] != (self.length, self.d_model):
+                raise ValueError(
+                    f"layer {layer}: expected [B, {self.length}, {self.d_model}], got {tuple(h.shape)}"
+                )
+            h = h.to(self.pos_sum.device)
+            self.pos_sum[i] += h.sum(0, dtype=torch.float64)
+            self.ctx_sum[i].index_add_(0, idx, h.sum(1, dtype=torch.float64))
+            self.first[i].index_copy_(0, idx, h[:, 0].double())
+            h32 = h.float().reshape(-1, self.d_model)
+            self.sumsq[i] += torch.dot(h32.reshape(-1), h32.reshape(-1)).double()
+            if self.second is not None:
+                self.second[i] += (h32.T @ h32).double()
+        self.seen.index_add_(0, idx, torch.ones_like(idx))
+
+    def merge(self, other: DecompositionAccumulator) -> DecompositionAccumulator:
+        """Add another shard's sums into this one (in place) and return self."""
+        if (other.layers, other.n_contexts, other.length, other.d_model) != (
+            self.layers,
+            self.n_contexts,
+            self.length,
+            self.d_model,
+        ):
+            raise ValueError("cannot merge decomposition accumulators of different shapes")
+        for name in ("pos_sum", "ctx_sum", "first", "sumsq", "seen"):
+            getattr(self, name).add_(getattr(other, name).to(self.seen.device))
+        if self.second is not None and other.second is not None:
+            self.second.add_(other.second.to(self.seen.device))
+        elif self.second is not None or other.second is not None:
+            raise ValueError("cannot merge an accumulator with second moments into one without")
+        return self
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        state = {
+            "layers": torch.tensor(self.layers, dtype=torch.int64),
+            "pos_sum": self.pos_sum,
+            "ctx_sum": self.ctx_sum,
+            "first": self.first,
+            "sumsq": self.sumsq,
+            "seen": self.seen,
+        }
+        if self.second is not None:
+            state["second"] = self.second
+        return {k: v.detach().cpu().contiguous() for k, v in state.items()}
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        if state["layers"].tolist() != self.layers:
+            raise ValueError("saved decomposition state covers other layers")
+        for name in ("pos_sum", "ctx_sum", "first", "sumsq", "seen"):
+            getattr(self, name).copy_(state[name])
+        if self.second is not None:
+            self.second.copy_(state["second"])
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, torch.Tensor]) -> DecompositionAccumulator:
+        _, n_contexts, d_model = state["ctx_sum"].shape
+        acc = cls(
+            state["layers"].tolist(),
+            n_contexts,
+            state["pos_sum"].shape[1],
+            d_model,
+            second_moment="second" in state,
+        )
+        acc.load_state_dict(state)
+        return acc
+
+    @property
+    def complete(self) -> bool:
+        return bool((self.seen == 1).all())
+
+    def finalize(self, layer: int, skip_first: bool = False) -> DecompositionStats:
+        """The decomposition of one layer; every context must have been seen exactly once."""
+        if not self.complete:
+            missing = int((self.seen == 0).sum())
+            twice = int((self.seen > 1).sum())
+            raise ValueError(
+                f"decomposition statistics are incomplete: {missing} contexts missing, "
+                f"{twice} seen more than once"
+            )
+        i = self.layers.index(layer)
+        pos_sum = self.pos_sum[i].numpy()
+        ctx_sum = self.ctx_sum[i].numpy()
+        sumsq = float(self.sumsq[i])
+        second = None if self.second is None else self.second[i].numpy().copy()
+        n_c, t0 = self.n_contexts, 0
+        if skip_first:
+            first = self.first[i].numpy()
+            pos_sum, t0 = pos_sum[1:], 1
+            ctx_sum = ctx_sum - first
+            sumsq -= float(np.sum(first**2))
+            if second is not None:
+                second -= first.T @ first
+        n_t = pos_sum.shape[0]
+        mean = pos_sum.sum(0) / (n_c * n_t)
+        pos = pos_sum / n_c - mean
+        ctx = ctx_sum / n_t - mean
+        total_ss = sumsq - n_c * n_t * float(mean @ mean)
+        return DecompositionStats(
+            layer=layer,
+            mean=mean,
+            pos=pos,
+            ctx=ctx,
+            total_ss=total_ss,
+            second_moment=second,
+            n_contexts=n_c,
+            positions=np.arange(t0, self.length),
+            skip_first=skip_first,
+        )
