@@ -4,6 +4,16 @@ Nothing here imports a model; the same code runs in-process, per GPU or per work
 """
 
 from geomlens.stats.base import Accumulator, CapturedBatch
-from geomlens.stats.decomposition import DecompositionAccumulator, DecompositionStats
+from geomlens.stats.decomposition import (
+    DecompositionAccumulator,
+    DecompositionStats,
+    NonFiniteError,
+)
 
-__all__ = ["Accumulator", "CapturedBatch", "DecompositionAccumulator", "DecompositionStats"]
+__all__ = [
+    "Accumulator",
+    "CapturedBatch",
+    "DecompositionAccumulator",
+    "DecompositionStats",
+    "NonFiniteError",
+]

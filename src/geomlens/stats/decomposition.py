@@ -56,6 +56,14 @@ class DecompositionStats:
         return s_pos, s_ctx, 1.0 - s_pos - s_ctx
 
 
+class NonFiniteError(ValueError):
+    """A batch held NaN or infinite hidden states; nothing of it was added."""
+
+    def __init__(self, layer: int) -> None:
+        super().__init__(f"layer {layer} holds NaN or infinite values")
+        self.layer = layer
+
+
 class DecompositionAccumulator:
     """Per-layer sums for the decomposition over a fixed grid of C contexts x T positions.
 
@@ -87,21 +95,34 @@ class DecompositionAccumulator:
         )
 
     def update(self, batch: CapturedBatch) -> None:
+        """Add one batch; raises NonFiniteError (state untouched) if any value is NaN/inf."""
         idx = batch.context_index.to(self.seen.device)
-        for i, layer in enumerate(self.layers):
+        parts = []
+        for layer in self.layers:
             h = batch.hidden[layer]
             if h.shape[1:] != (self.length, self.d_model):
                 raise ValueError(
                     f"layer {layer}: expected [B, {self.length}, {self.d_model}], got {tuple(h.shape)}"
                 )
-            h = h.to(self.pos_sum.device)
-            self.pos_sum[i] += h.sum(0, dtype=torch.float64)
-            self.ctx_sum[i].index_add_(0, idx, h.sum(1, dtype=torch.float64))
-            self.first[i].index_copy_(0, idx, h[:, 0].double())
-            h32 = h.float().reshape(-1, self.d_model)
-            self.sumsq[i] += torch.dot(h32.reshape(-1), h32.reshape(-1)).double()
+            h32 = h.to(self.pos_sum.device).float()
+            # Position 0 may carry a massive activation: its squares are summed in float64
+            # so that finalize(skip_first=True) can subtract them exactly.
+            rest = h32[:, 1:].reshape(-1, self.d_model)
+            first = h32[:, 0].double()
+            sumsq = (rest * rest).sum(dtype=torch.float64) + (first * first).sum()
+            if not torch.isfinite(sumsq):
+                raise NonFiniteError(layer)
+            second = None
             if self.second is not None:
-                self.second[i] += (h32.T @ h32).double()
+                second = (rest.T @ rest).double() + first.T @ first
+            parts.append((h32, sumsq, second))
+        for i, (h32, sumsq, second) in enumerate(parts):
+            self.pos_sum[i] += h32.sum(0, dtype=torch.float64)
+            self.ctx_sum[i].index_add_(0, idx, h32.sum(1, dtype=torch.float64))
+            self.first[i].index_copy_(0, idx, h32[:, 0].double())
+            self.sumsq[i] += sumsq
+            if self.second is not None and second is not None:
+                self.second[i] += second
         self.seen.index_add_(0, idx, torch.ones_like(idx))
 
     def merge(self, other: DecompositionAccumulator) -> DecompositionAccumulator:

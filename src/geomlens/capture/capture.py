@@ -1,0 +1,162 @@
+"""Batched forward passes whose hidden states stream into accumulators (and optionally disk)."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from geomlens.capture.hooks import hidden_states
+from geomlens.capture.interrupt import stop_at_batch_boundary
+from geomlens.capture.store import write_shard
+from geomlens.corpus import Windows
+from geomlens.errors import GeomlensError
+from geomlens.models.loading import resolve_dtype
+from geomlens.models.view import ModelView
+from geomlens.stats import CapturedBatch, DecompositionAccumulator, NonFiniteError
+
+if TYPE_CHECKING:
+    from geomlens.runfolder import RunFolder
+
+
+@dataclass(frozen=True)
+class CaptureConfig:
+    """Everything that determines a capture's result (the run folder compares it)."""
+
+    model: str = "smollm2-135m"
+    corpus: str = "bbc"
+    contexts: int = 128
+    length: int = 128
+    layers: tuple[int, ...] | None = None
+    batch_size: int = 8
+    device: str = "cpu"
+    dtype: str = "float32"
+    seed: int = 0
+    offset: int = 0
+    balance: bool = False
+    save_activations: bool = False
+    second_moment: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["layers"] = None if self.layers is None else list(self.layers)
+        return data
+
+    def validate(self) -> None:
+        """Plain-sentence errors for values no capture can use."""
+        if self.batch_size < 1:
+            raise GeomlensError(f"--batch-size must be at least 1 (got {self.batch_size}).")
+        if self.contexts < 1:
+            raise GeomlensError(f"--contexts must be at least 1 (got {self.contexts}).")
+        if self.length < 2:
+            raise GeomlensError(f"--length must be at least 2 (got {self.length}).")
+        resolve_dtype(self.dtype)
+        if self.device.startswith("cuda") and not torch.cuda.is_available():
+            raise GeomlensError("--device cuda was asked for, but no CUDA device is available.")
+
+
+def resolve_layers(view: ModelView, layers: Sequence[int] | None) -> list[int]:
+    """The hidden-state layers to capture (default: all, 0 = embedding output)."""
+    if layers is None:
+        return list(range(view.n_layers + 1))
+    bad = [layer for layer in layers if not 0 <= layer <= view.n_layers]
+    if bad:
+        raise GeomlensError(
+            f"--layers {bad} out of range: {view.name} has hidden-state layers 0..{view.n_layers}."
+        )
+    return sorted(set(layers))
+
+
+def check_length(view: ModelView, length: int) -> None:
+    if view.n_ctx is not None and length > view.n_ctx:
+        raise GeomlensError(
+            f"--length {length} is longer than {view.name} allows ({view.n_ctx} positions); "
+            f"use --length {view.n_ctx} or less."
+        )
+
+
+def capture_windows(
+    view: ModelView,
+    windows: Windows,
+    config: CaptureConfig,
+    folder: RunFolder,
+    *,
+    checkpoint_every_s: float = 30.0,
+    progress: bool = True,
+) -> tuple[DecompositionAccumulator, dict[str, float]]:
+    """Stream every window through the model into a decomposition accumulator.
+
+    Resumes from the folder's checkpoint if there is one; saves a checkpoint at most every
+    ``checkpoint_every_s`` seconds, on Ctrl-C/SIGTERM, and before reporting bad values.
+    Returns the accumulator and timing facts (tokens, seconds, tokens/s of this session).
+    """
+    layers = resolve_layers(view, config.layers)
+    n_c, n_t, b = windows.n_contexts, windows.length, config.batch_size
+    acc = DecompositionAccumulator(
+        layers, n_c, n_t, view.d_model, config.second_moment, device=view.device
+    )
+    start = 0
+    saved = folder.load_checkpoint()
+    if saved is not None:
+        acc.load_state_dict(saved[0])
+        start = saved[1]
+    n_batches = math.ceil(n_c / b)
+    input_ids = torch.from_numpy(np.array(windows.input_ids, dtype=np.int64))
+    labels = torch.from_numpy(np.array(windows.labels, dtype=np.int64))
+    store_dtype = resolve_dtype(config.dtype)
+    bar = tqdm(
+        total=n_c * n_t,
+        initial=start * b * n_t,
+        unit="tok",
+        unit_scale=True,
+        desc=f"capture {view.name}",
+        disable=not progress,
+        dynamic_ncols=True,
+    )
+    t0, tokens, last_save = time.perf_counter(), 0, time.perf_counter()
+    with stop_at_batch_boundary() as stop:
+        for batch in range(start, n_batches):
+            rows = slice(batch * b, min(n_c, (batch + 1) * b))
+            ids, index = input_ids[rows], torch.arange(n_c)[rows]
+            hidden = hidden_states(view, ids, layers)
+            try:
+                acc.update(CapturedBatch(hidden=hidden, context_index=index))
+            except NonFiniteError as exc:
+                folder.save_checkpoint(acc.state_dict(), batch)
+                raise GeomlensError(
+                    f"{exc} in batch {batch + 1} of {n_batches} (contexts {rows.start}-"
+                    f"{rows.stop - 1}); the {batch} batches before it are saved in {folder.path}. "
+                    "Try --dtype float32, or check the model and those documents."
+                ) from None
+            if config.save_activations:
+                write_shard(
+                    folder.path / "activations", batch, ids, index, labels[rows], hidden, store_dtype
+                )
+            tokens += ids.numel()
+            bar.update(ids.numel())
+            done = batch + 1
+            now = time.perf_counter()
+            if stop.requested:
+                folder.save_checkpoint(acc.state_dict(), done)
+                bar.close()
+                raise GeomlensError(
+                    f"interrupted ({stop.signal_name}) after batch {done} of {n_batches}; "
+                    f"progress is saved in {folder.path}: rerun the same command to resume."
+                )
+            if done < n_batches and now - last_save >= checkpoint_every_s:
+                folder.save_checkpoint(acc.state_dict(), done)
+                last_save = now
+    bar.close()
+    seconds = time.perf_counter() - t0
+    timing = {
+        "tokens": float(tokens),
+        "seconds": seconds,
+        "tokens_per_s": tokens / seconds if seconds > 0 else 0.0,
+    }
+    return acc, timing

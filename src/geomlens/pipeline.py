@@ -1,0 +1,122 @@
+"""One function per command: load, window, capture, write the run folder."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from geomlens.capture.capture import CaptureConfig, capture_windows, check_length, resolve_layers
+from geomlens.corpus import Corpus, Windows, load_corpus, make_windows
+from geomlens.models import load_model
+from geomlens.models.view import ModelView
+from geomlens.runfolder import (
+    Run,
+    RunFolder,
+    model_fingerprint,
+    open_run,
+    package_versions,
+    write_json,
+)
+from geomlens.stats import DecompositionAccumulator
+
+
+def windows_record(windows: Windows) -> dict[str, Any]:
+    return {
+        "doc_ids": list(windows.doc_ids),
+        "labels": [int(x) for x in windows.labels],
+        "label_names": list(windows.label_names),
+        "n_skipped_short": windows.n_skipped_short,
+        "special_tokens": windows.special_tokens,
+        "fingerprint": windows.fingerprint,
+    }
+
+
+def capture_metrics(acc: DecompositionAccumulator) -> dict[str, Any]:
+    """Per-layer variance shares with and without position 0 (deterministic numbers)."""
+    layers = []
+    for layer in acc.layers:
+        row: dict[str, Any] = {"layer": layer}
+        for skip, suffix in ((False, ""), (True, "_skip_first")):
+            stats = acc.finalize(layer, skip_first=skip)
+            s_pos, s_ctx, s_res = stats.shares
+            row.update(
+                {
+                    f"share_pos{suffix}": round(s_pos, 12),
+                    f"share_ctx{suffix}": round(s_ctx, 12),
+                    f"share_resid{suffix}": round(s_res, 12),
+                    f"rms_norm{suffix}": round(
+                        float((stats.total_ss / (stats.n_contexts * stats.length)) ** 0.5), 9
+                    ),
+                }
+            )
+        layers.append(row)
+    return {"n_contexts": acc.n_contexts, "length": acc.length, "layers": layers}
+
+
+def prepare(
+    config: CaptureConfig, view: ModelView | None = None
+) -> tuple[ModelView, Corpus, Windows]:
+    """Load the model (unless given) and cut the corpus into windows, checking limits first."""
+    config.validate()
+    if view is None:
+        view = load_model(config.model, device=config.device, dtype=config.dtype)
+    check_length(view, config.length)
+    resolve_layers(view, config.layers)
+    corpus = load_corpus(config.corpus)
+    windows = make_windows(
+        corpus,
+        view.tokenizer,
+        config.contexts,
+        config.length,
+        seed=config.seed,
+        offset=config.offset,
+        balance=config.balance,
+    )
+    return view, corpus, windows
+
+
+def run_capture(
+    config: CaptureConfig,
+    out: str | Path,
+    *,
+    view: ModelView | None = None,
+    progress: bool = True,
+    checkpoint_every_s: float = 30.0,
+) -> Run:
+    """``geomlens capture``: stream the corpus through the model into one run folder.
+
+    A folder holding a finished run of the same config is reused as it is; a partial one
+    is resumed; one holding another config is refused. ``view`` reuses a model already
+    loaded for ``config.model``.
+    """
+    folder = RunFolder(out)
+    state = folder.claim(config.to_dict())
+    if state == "complete":
+        print(f"{folder.path} already holds this run; reusing it.", file=sys.stderr)
+        return open_run(folder.path)
+    started = time.time()
+    view, corpus, windows = prepare(config, view)
+    manifest = {
+        "command": "capture",
+        "config": config.to_dict(),
+        "status": "running",
+        "versions": package_versions(),
+        "model": {**view.describe(), "source": view.source},
+        "model_fingerprint": model_fingerprint(view.source),
+        "corpus_fingerprint": corpus.fingerprint,
+        "windows_fingerprint": windows.fingerprint,
+        "device": str(view.device),
+    }
+    folder.write_manifest(manifest)
+    write_json(folder.path / "windows.json", windows_record(windows))
+    acc, timing = capture_windows(
+        view, windows, config, folder, progress=progress, checkpoint_every_s=checkpoint_every_s
+    )
+    folder.save_stats("decomposition", acc.state_dict())
+    folder.merge_metrics("capture", capture_metrics(acc))
+    folder.clear_checkpoint()
+    manifest.update(status="complete", timing={**timing, "wall_seconds": time.time() - started})
+    folder.write_manifest(manifest)
+    return open_run(folder.path)

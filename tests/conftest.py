@@ -1,0 +1,26 @@
+"""Shared fixtures: each real model is loaded once per test session."""
+
+from __future__ import annotations
+
+import pytest
+
+from geomlens.models import ModelView, load_model
+
+
+@pytest.fixture(scope="session")
+def smollm2() -> ModelView:
+    """SmolLM2-135M on real weights (sdpa attention)."""
+    return load_model("smollm2-135m")
+
+
+@pytest.fixture(scope="session")
+def minilm() -> ModelView:
+    """MiniLM-L6 on real weights."""
+    return load_model("minilm-l6")
+
+
+@pytest.fixture(scope="session")
+def bbc():
+    from geomlens.corpus import load_corpus
+
+    return load_corpus("bbc")
