@@ -11,7 +11,7 @@ from geomlens.errors import GeomlensError
 
 
 def parse_layers(text: str) -> tuple[int, ...] | None:
-    """"all", or a list like "0,4,8" or "0-6" (ranges inclusive)."""
+    """ "all", or a list like "0,4,8" or "0-6" (ranges inclusive)."""
     if text == "all":
         return None
     layers: list[int] = []
@@ -35,7 +35,9 @@ def add_capture_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--corpus", default="bbc", help="'bbc', a folder of .txt, or a .jsonl file")
     p.add_argument("--contexts", type=int, default=128, help="C: number of windows")
     p.add_argument("--length", type=int, default=128, help="T: tokens per window")
-    p.add_argument("--layers", type=parse_layers, default=None, help="'all' (default), 0,4,8 or 0-6")
+    p.add_argument(
+        "--layers", type=parse_layers, default=None, help="'all' (default), 0,4,8 or 0-6"
+    )
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
@@ -44,6 +46,11 @@ def add_capture_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--balance", action="store_true", help="balance windows across labels")
     p.add_argument("--save-activations", action="store_true", help="also write an activation store")
     p.add_argument("--out", default=None, help="run folder (default: runs/<command>-<model>)")
+    p.add_argument(
+        "--second-moment",
+        action="store_true",
+        help="also accumulate sum h h^T per layer (d x d; needed for spectral norms)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument(
         "--checkpoint-every",
@@ -70,6 +77,7 @@ def capture_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         offset=args.offset,
         balance=args.balance,
         save_activations=args.save_activations,
+        second_moment=args.second_moment,
     )
 
 
@@ -97,7 +105,7 @@ def cmd_models(args: argparse.Namespace) -> int:
     table = [cols] + [[str(r[c]) for c in cols] for r in rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(cols))]
     for row in table:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)).rstrip())
     missing = [r for r in rows if not r["installed"]]
     for r in missing:
         print(f"\n{r['name']} is not installed: {r['install']}")

@@ -41,7 +41,7 @@ class CaptureConfig:
     offset: int = 0
     balance: bool = False
     save_activations: bool = False
-    second_moment: bool = True
+    second_moment: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -136,7 +136,13 @@ def capture_windows(
                 ) from None
             if config.save_activations:
                 write_shard(
-                    folder.path / "activations", batch, ids, index, labels[rows], hidden, store_dtype
+                    folder.path / "activations",
+                    batch,
+                    ids,
+                    index,
+                    labels[rows],
+                    hidden,
+                    store_dtype,
                 )
             tokens += ids.numel()
             bar.update(ids.numel())

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 import torch
@@ -74,9 +74,6 @@ def hidden_states(
     The pass stops after the last requested block, so early layers cost only their share.
     """
     kwargs = base_kwargs(view)
-    with torch.inference_mode(), recording(view, layers) as record:
-        try:
-            view.base(input_ids=input_ids.to(view.device), **kwargs)
-        except _StopForward:
-            pass
+    with torch.inference_mode(), recording(view, layers) as record, suppress(_StopForward):
+        view.base(input_ids=input_ids.to(view.device), **kwargs)
     return record

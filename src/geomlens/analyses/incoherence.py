@@ -1,0 +1,134 @@
+"""Incoherence between the positional and the context subspaces.
+
+The cosines of the principal angles between two subspaces with orthonormal bases
+``U [d, k]`` and ``V [d, l]`` are the singular values of ``U^T V``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+Array = npt.NDArray[np.float64]
+
+RANDOM_DRAWS = 16
+"""Pairs of random subspaces averaged for the baseline (fewer for large k, see below)."""
+
+
+@dataclass(frozen=True)
+class Incoherence:
+    """Principal-angle summary between the top-k positional and context directions.
+
+    Attributes:
+        k: subspace dimension used (0 when either part has rank 0).
+        max_cos: cosine of the smallest principal angle (largest singular value of U^T V).
+        mean_cos: mean cosine over the k principal angles.
+        random_mean_cos: the same mean for random k-dimensional subspaces of R^d.
+    """
+
+    k: int
+    max_cos: float
+    mean_cos: float
+    random_mean_cos: float
+
+
+def numerical_rank(svals: Array, shape: tuple[int, ...]) -> int:
+    """Rank as numpy counts it: singular values above ``s_1 * max(shape) * eps``.
+
+    Args:
+        svals: singular values in decreasing order.
+        shape: shape of the matrix they came from.
+    """
+    svals = np.asarray(svals, dtype=np.float64)
+    if svals.size == 0 or svals[0] == 0:
+        return 0
+    tol = svals[0] * max(shape) * np.finfo(np.float64).eps
+    return int(np.sum(svals > tol))
+
+
+def top_directions(x: Array, k: int) -> Array:
+    """Orthonormal basis of the top-k right singular vectors of ``x``.
+
+    Args:
+        x: [n, d] matrix (rows are vectors in R^d).
+        k: number of directions.
+
+    Returns:
+        [d, k] matrix with orthonormal columns.
+    """
+    _, _, vt = np.linalg.svd(np.asarray(x, dtype=np.float64), full_matrices=False)
+    return np.ascontiguousarray(vt[:k].T)
+
+
+def principal_cosines(u: Array, v: Array) -> Array:
+    """Cosines of the principal angles between span(u) and span(v), decreasing.
+
+    Args:
+        u: [d, k] orthonormal columns.
+        v: [d, l] orthonormal columns.
+
+    Returns:
+        [min(k, l)] cosines in [0, 1].
+    """
+    s = np.linalg.svd(u.T @ v, compute_uv=False)
+    return np.clip(np.asarray(s, dtype=np.float64), 0.0, 1.0)
+
+
+def random_mean_cosine(d: int, k: int, l: int, seed: int, draws: int | None = None) -> float:
+    """Mean principal-angle cosine of random k- and l-dimensional subspaces of R^d.
+
+    Subspaces are spans of Gaussian matrices; the mean is averaged over ``draws`` pairs,
+    by default ``clip(256 // min(k, l), 1, 16)`` (a mean over many angles varies little).
+
+    Args:
+        d: ambient dimension.
+        k: dimension of the first subspace.
+        l: dimension of the second subspace.
+        seed: seed of the generator.
+        draws: number of pairs.
+    """
+    if min(k, l) == 0:
+        return math.nan
+    if draws is None:
+        draws = max(1, min(RANDOM_DRAWS, 256 // min(k, l)))
+    rng = np.random.default_rng(seed)
+    means = []
+    for _ in range(draws):
+        u = np.linalg.qr(rng.standard_normal((d, k)))[0]
+        v = np.linalg.qr(rng.standard_normal((d, l)))[0]
+        means.append(float(principal_cosines(u, v).mean()))
+    return float(np.mean(means))
+
+
+def incoherence(
+    pos: Array,
+    ctx: Array,
+    k: int,
+    seed: int = 0,
+    pos_svd: tuple[Array, Array] | None = None,
+) -> Incoherence:
+    """Principal angles between the top-k directions of ``pos`` and of ``ctx``.
+
+    Args:
+        pos: [T', d] positional part.
+        ctx: [C, d] context part.
+        k: requested dimension (capped by the numerical ranks of both parts).
+        seed: seed of the random baseline.
+        pos_svd: (singular values, Vt) of ``pos`` when already computed.
+    """
+    pos = np.asarray(pos, dtype=np.float64)
+    ctx = np.asarray(ctx, dtype=np.float64)
+    if pos_svd is None:
+        _, s_pos, vt_pos = np.linalg.svd(pos, full_matrices=False)
+    else:
+        s_pos, vt_pos = pos_svd
+    _, s_ctx, vt_ctx = np.linalg.svd(ctx, full_matrices=False)
+    k = min(k, numerical_rank(s_pos, pos.shape), numerical_rank(s_ctx, ctx.shape))
+    if k <= 0:
+        return Incoherence(0, math.nan, math.nan, math.nan)
+    cos = principal_cosines(vt_pos[:k].T, vt_ctx[:k].T)
+    baseline = random_mean_cosine(pos.shape[1], k, k, seed)
+    return Incoherence(k, float(cos[0]), float(cos.mean()), baseline)

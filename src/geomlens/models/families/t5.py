@@ -1,0 +1,188 @@
+"""T5 family: encoder-decoder, pre-RMSNorm blocks, bucketed relative position biases.
+
+The main stack (``ModelView.blocks``, ``base``) is the encoder; ``decoder_blocks`` are the
+decoder's blocks seen through their self-attention, each also carrying its cross-attention
+(``T5DecoderBlockView``). T5 does not scale query-key scores by 1/sqrt(d_head), and with
+``scale_decoder_outputs`` (originally: tied embeddings) the decoder output is multiplied by
+``d_model ** -0.5`` before ``lm_head``; ``W_U`` is ``lm_head`` as stored (see docs/models.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from torch import nn
+
+from geomlens.errors import GeomlensError
+from geomlens.models.families.base import Family
+from geomlens.models.view import (
+    BlockView,
+    HeadWeights,
+    MlpView,
+    ModelView,
+    NormView,
+    PositionScheme,
+    linear_in_out,
+    norm_view,
+    split_heads_in,
+    split_heads_out,
+)
+
+
+@dataclass(frozen=True)
+class T5DecoderBlockView(BlockView):
+    """A T5 decoder block: its self-attention as in ``BlockView``, plus cross-attention.
+
+    Attributes:
+        cross_attention: the ``EncDecAttention`` module (queries from the decoder, keys and
+            values from the encoder output); its input norm is ``extra_norms["cross_attn"]``.
+    """
+
+    cross_attention: nn.Module | None = None
+    cross_heads_fn: Callable[[], HeadWeights] | None = field(default=None, repr=False)
+
+    def cross_heads(self) -> HeadWeights:
+        """Per-head W_Q/W_K/W_V/W_O of the cross-attention (W_K, W_V read the encoder output)."""
+        if self.cross_heads_fn is None:
+            raise GeomlensError(f"decoder block {self.index} has no cross-attention.")
+        return self.cross_heads_fn()
+
+
+def t5_heads(attn: Any, n_heads: int) -> HeadWeights:
+    """Per-head weights of a ``T5Attention`` (q/k/v/o linears without biases)."""
+    return HeadWeights(
+        W_Q=split_heads_in(linear_in_out(attn.q), n_heads),
+        W_K=split_heads_in(linear_in_out(attn.k), n_heads),
+        W_V=split_heads_in(linear_in_out(attn.v), n_heads),
+        W_O=split_heads_out(linear_in_out(attn.o), n_heads),
+        b_Q=None,
+        b_K=None,
+        b_V=None,
+        b_O=None,
+    )
+
+
+def t5_mlp(dense: Any, activation: str) -> MlpView:
+    """``DenseReluDense``: ``wi`` (plain) or ``wi_0`` (gate, activated) and ``wi_1`` (gated)."""
+    gated = hasattr(dense, "wi_0")
+    return MlpView(
+        W_in=linear_in_out(dense.wi_1 if gated else dense.wi),
+        W_gate=linear_in_out(dense.wi_0) if gated else None,
+        W_out=linear_in_out(dense.wo),
+        b_in=None,
+        b_out=None,
+        activation=activation,
+        module=dense,
+    )
+
+
+def _rms(module: Any) -> NormView:
+    return norm_view(module, "rmsnorm", "variance_epsilon")
+
+
+def t5_blocks(stack: Any, n_heads: int, activation: str) -> list[BlockView]:
+    """Views of one T5 stack's blocks.
+
+    The last block's ``extra_norms["final"]`` is the stack's ``final_layer_norm``, applied to
+    the stack's output.
+    """
+    blocks: list[BlockView] = []
+    last = len(stack.block) - 1
+    for i, block in enumerate(stack.block):
+        self_layer, ff_layer = block.layer[0], block.layer[-1]
+        extra = {"final": _rms(stack.final_layer_norm)} if i == last else {}
+        common: dict[str, Any] = dict(
+            index=i,
+            module=block,
+            attention=self_layer.SelfAttention,
+            norm_attn=_rms(self_layer.layer_norm),
+            norm_mlp=_rms(ff_layer.layer_norm),
+            placement="pre",
+            heads_fn=partial(t5_heads, self_layer.SelfAttention, n_heads),
+            mlp_fn=partial(t5_mlp, ff_layer.DenseReluDense, activation),
+        )
+        if len(block.layer) == 3:
+            cross = block.layer[1]
+            blocks.append(
+                T5DecoderBlockView(
+                    **common,
+                    extra_norms={"cross_attn": _rms(cross.layer_norm), **extra},
+                    cross_attention=cross.EncDecAttention,
+                    cross_heads_fn=partial(t5_heads, cross.EncDecAttention, n_heads),
+                )
+            )
+        else:
+            blocks.append(BlockView(**common, extra_norms=extra))
+    return blocks
+
+
+def unembedding_scale(config: Any) -> float:
+    """The factor T5 multiplies the decoder output by before ``lm_head``: d^-0.5 or 1.
+
+    transformers 5 records it as ``scale_decoder_outputs``; earlier versions scale when
+    ``tie_word_embeddings`` is set.
+    """
+    scaled = getattr(config, "scale_decoder_outputs", None)
+    if scaled is None:
+        scaled = getattr(config, "tie_word_embeddings", True)
+    return float(config.d_model) ** -0.5 if scaled else 1.0
+
+
+def build_t5(model: Any, tokenizer: Any, name: str, source: str) -> ModelView:
+    """The view of a ``T5ForConditionalGeneration`` (or ``T5Model``/``T5EncoderModel``)."""
+    config = model.config
+    encoder = model.encoder
+    decoder = getattr(model, "decoder", None)
+    n_heads = config.num_heads
+    activation = config.dense_act_fn
+    blocks = t5_blocks(encoder, n_heads, activation)
+    decoder_blocks = [] if decoder is None else t5_blocks(decoder, n_heads, activation)
+    W_E = model.shared.weight.detach()
+    lm_head = getattr(model, "lm_head", None)
+    W_U = W_E.T if lm_head is None else lm_head.weight.detach().T
+    final_stack = encoder if decoder is None else decoder
+    first_attention = encoder.block[0].layer[0].SelfAttention
+    return ModelView(
+        name=name,
+        family="t5",
+        model=model,
+        tokenizer=tokenizer,
+        base=encoder,
+        config=config,
+        n_layers=config.num_layers,
+        d_model=config.d_model,
+        n_heads=n_heads,
+        n_kv_heads=n_heads,
+        d_head=config.d_kv,
+        n_ctx=None,
+        W_E=W_E,
+        W_pos=None,
+        W_U=W_U,
+        tied=W_U.data_ptr() == W_E.data_ptr(),
+        final_norm=_rms(final_stack.final_layer_norm),
+        blocks=tuple(blocks),
+        position=PositionScheme(
+            kind="t5-relative",
+            n_buckets=config.relative_attention_num_buckets,
+            max_distance=config.relative_attention_max_distance,
+            bidirectional=True,
+            relative_bias=first_attention.relative_attention_bias.weight.detach(),
+        ),
+        is_encoder=True,
+        source=source,
+        decoder_blocks=tuple(decoder_blocks),
+    )
+
+
+T5 = Family(
+    name="t5",
+    model_types=("t5",),
+    # Every T5 config option changes only sizes, the activation or the gating, all of which
+    # the view reads from the modules; nothing is refused.
+    options={},
+    auto_class="seq2seq-lm",
+    build=build_t5,
+)

@@ -1,0 +1,1 @@
+"""Report: figures (static PNG and interactive HTML), ``report.html`` and ``metrics.json``."""
