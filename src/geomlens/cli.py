@@ -134,6 +134,29 @@ def cmd_capture(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_decompose(args: argparse.Namespace) -> int:
+    from geomlens.decompose import run_decompose
+
+    out = args.out or default_out("decompose", args.model)
+    run = run_decompose(
+        capture_config(args),
+        out,
+        skip_first=args.skip_first,
+        progress=not args.quiet,
+        checkpoint_every_s=args.checkpoint_every,
+    )
+    rows = run.metrics["decomposition"]["layers"]
+    print(f"decomposition written to {run.path} (metrics.json, figures/)")
+    view = "position 0 skipped" if args.skip_first else "all positions"
+    print(f"  layer  share_pos  share_ctx  pos_rank  ({view})")
+    for row in rows:
+        print(
+            f"  {row['layer']:5d}  {row['share_pos']:9.3f}  {row['share_ctx']:9.3f}"
+            f"  {row['pos_rank']:8d}"
+        )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="geomlens", description="Measure the geometry of pretrained transformer models."
@@ -145,6 +168,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("capture", help="stream a corpus through a model into statistics")
     add_capture_options(p)
     p.set_defaults(func=cmd_capture)
+    p = sub.add_parser("decompose", help="position/context decomposition of the hidden states")
+    add_capture_options(p)
+    p.add_argument(
+        "--skip-first",
+        action="store_true",
+        help="leave position 0 out of every number (both views are computed and kept)",
+    )
+    p.set_defaults(func=cmd_decompose)
     return parser
 
 

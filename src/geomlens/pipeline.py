@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from safetensors.torch import load_file
 
 from geomlens.capture.capture import CaptureConfig, capture_windows, check_length, resolve_layers
 from geomlens.corpus import Corpus, Windows, load_corpus, make_windows
@@ -77,30 +80,38 @@ def prepare(
     return view, corpus, windows
 
 
-def run_capture(
+Analysis = Callable[[RunFolder, ModelView, Windows, DecompositionAccumulator], None]
+
+
+def run_command(
+    command: str,
     config: CaptureConfig,
     out: str | Path,
     *,
+    options: dict[str, Any] | None = None,
+    analyse: Analysis | None = None,
     view: ModelView | None = None,
     progress: bool = True,
     checkpoint_every_s: float = 30.0,
 ) -> Run:
-    """``geomlens capture``: stream the corpus through the model into one run folder.
+    """Capture into a run folder, then run ``analyse`` on the result; record everything.
 
     A folder holding a finished run of the same config is reused as it is; a partial one
-    is resumed; one holding another config is refused. ``view`` reuses a model already
-    loaded for ``config.model``.
+    resumes (finished statistics are kept, a capture continues after its last saved
+    batch); one holding another config is refused. ``view`` reuses a model already loaded
+    for ``config.model``.
     """
     folder = RunFolder(out)
-    state = folder.claim(config.to_dict())
+    full_config = {**config.to_dict(), "command": command, **(options or {})}
+    state = folder.claim(full_config)
     if state == "complete":
         print(f"{folder.path} already holds this run; reusing it.", file=sys.stderr)
         return open_run(folder.path)
     started = time.time()
     view, corpus, windows = prepare(config, view)
-    manifest = {
-        "command": "capture",
-        "config": config.to_dict(),
+    manifest: dict[str, Any] = {
+        "command": command,
+        "config": full_config,
         "status": "running",
         "versions": package_versions(),
         "model": {**view.describe(), "source": view.source},
@@ -111,12 +122,24 @@ def run_capture(
     }
     folder.write_manifest(manifest)
     write_json(folder.path / "windows.json", windows_record(windows))
-    acc, timing = capture_windows(
-        view, windows, config, folder, progress=progress, checkpoint_every_s=checkpoint_every_s
-    )
-    folder.save_stats("decomposition", acc.state_dict())
-    folder.merge_metrics("capture", capture_metrics(acc))
-    folder.clear_checkpoint()
+    finished = folder.path / "stats" / "decomposition.safetensors"
+    if finished.exists():
+        acc = DecompositionAccumulator.from_state_dict(load_file(str(finished)))
+        timing: dict[str, float] = {}
+    else:
+        acc, timing = capture_windows(
+            view, windows, config, folder, progress=progress, checkpoint_every_s=checkpoint_every_s
+        )
+        folder.save_stats("decomposition", acc.state_dict())
+        folder.merge_metrics("capture", capture_metrics(acc))
+        folder.clear_checkpoint()
+    if analyse is not None:
+        analyse(folder, view, windows, acc)
     manifest.update(status="complete", timing={**timing, "wall_seconds": time.time() - started})
     folder.write_manifest(manifest)
     return open_run(folder.path)
+
+
+def run_capture(config: CaptureConfig, out: str | Path, **kwargs: Any) -> Run:
+    """``geomlens capture``: stream the corpus through the model into one run folder."""
+    return run_command("capture", config, out, **kwargs)

@@ -1,0 +1,228 @@
+"""W_QK of each head seen in the basis of the top positional directions.
+
+Per head, ``W_QK = G W_Q W_K^T G`` [d, d] (G = diag(gamma) of the pre-attention norm,
+with LayerNorm's centring; identity for post-norm blocks) is read in the basis U [d, k] of
+the top-k right singular vectors of the positional part: ``M = U^T W_QK U`` [k, k]. Song &
+Zhong (2023) find M close to low-rank plus diagonal; this fits ``M ~ L + D`` (rank-r L,
+diagonal D) by alternating projections and compares the residual with the same fit on a
+Gaussian matrix. For rotary models a relative offset picks the rotation between query and
+key (offset 0: no rotation). See docs/attention.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from geomlens.errors import GeomlensError
+from geomlens.models.view import ModelView
+from geomlens.stats.decomposition import DecompositionStats
+
+Array = npt.NDArray[np.float64]
+
+DEFAULT_RANK = 2
+"""Rank r of the low-rank part (the paper's W_QK pictures show one or two smooth modes)."""
+
+DEFAULT_ITERATIONS = 200
+
+
+@dataclass(frozen=True)
+class LowRankDiagonalFit:
+    """``M ~ L + D`` with rank(L) <= r and D diagonal.
+
+    Attributes:
+        low_rank: [k, k] L. diagonal: [k] the diagonal of D.
+        residual: ||M - L - D||_F / ||M||_F (nan if M = 0).
+    """
+
+    low_rank: Array
+    diagonal: Array
+    residual: float
+
+
+@dataclass(frozen=True)
+class HeadQK:
+    """One head's W_QK in the positional basis.
+
+    Attributes:
+        head: query head index.
+        matrix: [k, k] M = U^T W_QK U.
+        fit: the low-rank plus diagonal fit of M.
+        baseline_residual: the fit's residual on a seeded Gaussian [k, k] matrix.
+        share_in_basis: ||M||_F / ||W_QK||_F.
+    """
+
+    head: int
+    matrix: Array
+    fit: LowRankDiagonalFit
+    baseline_residual: float
+    share_in_basis: float
+
+
+@dataclass(frozen=True)
+class QKBasis:
+    """W_QK of the chosen heads of one block in the positional basis.
+
+    Attributes:
+        layer: block index (the basis comes from hidden-state layer ``layer``).
+        k: basis size; rank: r; rotary_offset: i - j used for rotary models (0: none).
+        singular_values: [k] the singular values of pos spanning the basis.
+        heads: one ``HeadQK`` per head.
+    """
+
+    layer: int
+    k: int
+    rank: int
+    rotary_offset: int
+    singular_values: Array
+    heads: tuple[HeadQK, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able summary (matrices left out)."""
+        return {
+            "layer": self.layer,
+            "k": self.k,
+            "rank": self.rank,
+            "rotary_offset": self.rotary_offset,
+            "heads": [
+                {
+                    "head": h.head,
+                    "residual": h.fit.residual,
+                    "baseline_residual": h.baseline_residual,
+                    "share_in_basis": h.share_in_basis,
+                }
+                for h in self.heads
+            ],
+        }
+
+
+def fit_low_rank_diagonal(
+    matrix: Array, rank: int = DEFAULT_RANK, iterations: int = DEFAULT_ITERATIONS
+) -> LowRankDiagonalFit:
+    """Fit ``M ~ L + D`` by alternating D = diag(M - L), L = best rank-r of (M - D).
+
+    Starts from L = 0; a fixed number of iterations, so the result is deterministic.
+
+    Args:
+        matrix: [k, k] M.
+        rank: r.
+        iterations: alternations.
+    """
+    M = np.asarray(matrix, dtype=np.float64)
+    L = np.zeros_like(M)
+    D = np.zeros(M.shape[0])
+    for _ in range(iterations):
+        D = np.diag(M - L).copy()
+        U, s, Vt = np.linalg.svd(M - np.diag(D))
+        L = (U[:, :rank] * s[:rank]) @ Vt[:rank]
+    D = np.diag(M - L).copy()
+    norm = float(np.linalg.norm(M))
+    residual = float(np.linalg.norm(M - L - np.diag(D))) / norm if norm > 0 else float("nan")
+    return LowRankDiagonalFit(low_rank=L, diagonal=D, residual=residual)
+
+
+def positional_basis(stats: DecompositionStats, k: int) -> tuple[Array, Array]:
+    """The top-k right singular vectors of pos: ([d, k] orthonormal, [k] singular values)."""
+    _, s, Vt = np.linalg.svd(np.asarray(stats.pos, dtype=np.float64), full_matrices=False)
+    if k > len(s):
+        raise GeomlensError(f"k = {k} exceeds the {len(s)} singular values of pos")
+    return Vt[:k].T, s[:k]
+
+
+def rotation(view: ModelView, offset: int) -> torch.Tensor:
+    """[d_head, d_head] R with rope(q, i) . rope(k, j) = q R k^T for i - j = offset (float64).
+
+    Follows Hugging Face's rotate_half layout: pairs (m, m + rotary_dim/2), angle
+    offset * theta^(-2m/rotary_dim).
+    """
+    d_head = view.d_head
+    rot = view.position.rotary_dim or d_head
+    theta = view.position.rope_theta or 10000.0
+    half = rot // 2
+    inv = theta ** (-torch.arange(half, dtype=torch.float64) * 2 / rot)
+    ang = offset * inv
+    R = torch.eye(d_head, dtype=torch.float64)
+    c, s = torch.cos(ang), torch.sin(ang)
+    m = torch.arange(half)
+    R[m, m], R[m + half, m + half] = c, c
+    R[m, m + half], R[m + half, m] = s, -s
+    return R
+
+
+def head_qk(view: ModelView, layer: int, rotary_offset: int = 0) -> torch.Tensor:
+    """[H, d, d] float64 W_QK = G W_Q R W_K^T G per head (G: the folded pre-norm gain)."""
+    block = view.blocks[layer]
+    w = block.heads()
+    W_Q, W_K = w.W_Q.double().cpu(), w.W_K.double().cpu()
+    if view.position.kind == "rotary":
+        W_Q = W_Q @ rotation(view, rotary_offset)
+    elif rotary_offset:
+        raise GeomlensError("rotary_offset applies to rotary models only")
+    qk = W_Q @ W_K.transpose(1, 2)
+    if block.placement == "pre":
+        G = torch.diag(block.norm_attn.weight.double().cpu())
+        if block.norm_attn.kind == "layernorm":
+            d = view.d_model
+            G = (torch.eye(d, dtype=torch.float64) - 1.0 / d) @ G
+        qk = G @ qk @ G.T
+    return qk
+
+
+def qk_positional_basis(
+    view: ModelView,
+    layer: int,
+    stats: DecompositionStats,
+    k: int,
+    rank: int = DEFAULT_RANK,
+    heads: Sequence[int] | None = None,
+    rotary_offset: int = 0,
+    iterations: int = DEFAULT_ITERATIONS,
+    seed: int = 0,
+) -> QKBasis:
+    """W_QK of a block's heads in the top-k positional basis, with low-rank + diagonal fits.
+
+    Args:
+        view: the model.
+        layer: block index; ``stats`` must be of hidden-state layer ``layer`` (its input).
+        stats: the decomposition that gives the positional basis.
+        k: basis size (e.g. pos_rank95 capped at 20).
+        rank: r of the low-rank part.
+        heads: which query heads (default all).
+        rotary_offset: for rotary models, the query-minus-key offset whose rotation is
+            folded in (0 = identity: the rotation ignored).
+        iterations: alternations of the fit.
+        seed: seed of the Gaussian baseline (one matrix per head, seed + head).
+    """
+    if stats.layer != layer:
+        raise GeomlensError(f"stats are of hidden-state layer {stats.layer}, not {layer}")
+    U, sv = positional_basis(stats, k)
+    Ut = torch.as_tensor(U)
+    qk = head_qk(view, layer, rotary_offset)
+    results = []
+    for h in range(view.n_heads) if heads is None else heads:
+        M = (Ut.T @ qk[h] @ Ut).numpy()
+        rng = np.random.default_rng(seed + h)
+        baseline = fit_low_rank_diagonal(rng.standard_normal((k, k)), rank, iterations)
+        total = float(torch.linalg.norm(qk[h]))
+        results.append(
+            HeadQK(
+                head=int(h),
+                matrix=M,
+                fit=fit_low_rank_diagonal(M, rank, iterations),
+                baseline_residual=baseline.residual,
+                share_in_basis=float(np.linalg.norm(M)) / total if total > 0 else float("nan"),
+            )
+        )
+    return QKBasis(
+        layer=layer,
+        k=k,
+        rank=rank,
+        rotary_offset=rotary_offset,
+        singular_values=sv,
+        heads=tuple(results),
+    )

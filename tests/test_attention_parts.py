@@ -1,0 +1,243 @@
+"""Attention logit parts (position/context split) and W_QK in the positional basis."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from geomlens.analyses.attention_parts import (
+    PARTS,
+    AttentionParts,
+    attention_parts,
+    real_logits,
+    rotary_cos_sin,
+    split_logits,
+)
+from geomlens.analyses.qk_basis import fit_low_rank_diagonal, qk_positional_basis, rotation
+from geomlens.capture.hooks import hidden_states
+from geomlens.models import BUNDLED, ModelView, load_model
+from geomlens.report import attention_figures
+from geomlens.stats import CapturedBatch, DecompositionAccumulator, DecompositionStats
+
+C, T = 8, 32
+
+
+def _eager(name: str) -> ModelView:
+    if not BUNDLED[name].installed:
+        pytest.skip(f"{name} is not installed")
+    return load_model(name, attention="eager")
+
+
+@pytest.fixture(scope="module")
+def smollm2_eager() -> ModelView:
+    return _eager("smollm2-135m")
+
+
+@pytest.fixture(scope="module")
+def minilm_eager() -> ModelView:
+    return _eager("minilm-l6")
+
+
+def _layer_data(
+    view: ModelView, bbc, layer: int
+) -> tuple[torch.Tensor, torch.Tensor, DecompositionAccumulator]:
+    from geomlens.corpus import make_windows
+
+    windows = make_windows(bbc, view.tokenizer, C, T, seed=0)
+    ids = torch.tensor(windows.input_ids)
+    hidden = hidden_states(view, ids, [layer])
+    acc = DecompositionAccumulator([layer], C, T, view.d_model, second_moment=False)
+    acc.update(CapturedBatch(hidden=hidden, context_index=torch.arange(C)))
+    return ids, hidden[layer], acc
+
+
+@pytest.fixture(scope="module")
+def smollm2_layer(smollm2_eager: ModelView, bbc):
+    return _layer_data(smollm2_eager, bbc, 3)
+
+
+@pytest.fixture(scope="module")
+def minilm_layer(minilm_eager: ModelView, bbc):
+    return _layer_data(minilm_eager, bbc, 2)
+
+
+def _hf_probs(view: ModelView, ids: torch.Tensor, layer: int) -> torch.Tensor:
+    with torch.inference_mode():
+        out = view.base(input_ids=ids, output_attentions=True)
+    return out.attentions[layer].double()
+
+
+def _check_split(view: ModelView, ids, hidden, stats: DecompositionStats, layer: int, causal: bool):
+    parts = split_logits(view, layer, hidden, stats)
+    assert set(parts) == set(PARTS)
+    total = sum(parts.values())
+    real = real_logits(view, layer, hidden)
+    assert total.dtype == torch.float64 and total.shape == (C, view.n_heads, T, T)
+    rel = float((total - real).abs().max() / real.abs().max())
+    assert rel <= 1e-6, rel
+    # the model's own attention probabilities (eager, float32)
+    logits = total.clone()
+    if causal:
+        logits = logits.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
+    probs = torch.softmax(logits, -1)
+    torch.testing.assert_close(probs, _hf_probs(view, ids, layer), atol=2e-5, rtol=1e-4)
+    return parts
+
+
+@pytest.mark.parametrize("skip_first", [False, True])
+def test_smollm2_parts_sum_to_real_logits(
+    smollm2_eager: ModelView, smollm2_layer, skip_first: bool
+) -> None:
+    ids, hidden, acc = smollm2_layer
+    stats = acc.finalize(3, skip_first=skip_first)
+    _check_split(smollm2_eager, ids, hidden, stats, 3, causal=True)
+
+
+@pytest.mark.parametrize("skip_first", [False, True])
+def test_minilm_parts_sum_to_real_logits(
+    minilm_eager: ModelView, minilm_layer, skip_first: bool
+) -> None:
+    ids, hidden, acc = minilm_layer
+    stats = acc.finalize(2, skip_first=skip_first)
+    parts = _check_split(minilm_eager, ids, hidden, stats, 2, causal=False)
+    # post-norm: no norm before attention, so pos-pos is the same bilinear form for all c
+    assert torch.allclose(parts["pos_pos"][0], parts["pos_pos"][-1])
+
+
+def test_attention_parts_summary(smollm2_eager: ModelView, smollm2_layer) -> None:
+    _, hidden, acc = smollm2_layer
+    stats = acc.finalize(3, skip_first=True)
+    r = attention_parts(smollm2_eager, 3, hidden, stats, heatmap_head=2, batch_size=3)
+    H = smollm2_eager.n_heads
+    assert r.share.shape == r.share_cov.shape == r.share_centred.shape == (H, len(PARTS))
+    assert r.max_rel_error <= 1e-6
+    np.testing.assert_allclose(r.share.sum(1), 1.0, atol=1e-12)
+    np.testing.assert_allclose(r.share_cov.sum(1), 1.0, atol=1e-9)
+    assert (r.share >= 0).all() and (r.logit_var > 0).all()
+    assert r.heatmaps.shape == (len(PARTS), T, T)
+    assert np.isnan(r.heatmaps[:, 0, 1]).all() and np.isfinite(r.heatmaps[:, 5, 3]).all()
+    d = r.to_dict()
+    assert d["skip_first"] and len(d["share"]) == H
+    # batching does not change the numbers
+    r1 = attention_parts(smollm2_eager, 3, hidden, stats, heatmap_head=2, check=False)
+    np.testing.assert_allclose(r1.share, r.share, rtol=1e-9)
+    np.testing.assert_allclose(r1.heatmaps, r.heatmaps, rtol=1e-9)
+
+
+def test_rotation_matches_rope(smollm2_eager: ModelView) -> None:
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+    cos, sin = rotary_cos_sin(smollm2_eager, 20)
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(1, 1, 20, smollm2_eager.d_head, generator=g, dtype=torch.float64)
+    k = torch.randn(1, 1, 20, smollm2_eager.d_head, generator=g, dtype=torch.float64)
+    qr, kr = apply_rotary_pos_emb(q, k, cos, sin)
+    for i, j in [(15, 4), (7, 7), (19, 0)]:
+        expected = float(qr[0, 0, i] @ kr[0, 0, j])
+        got = float(q[0, 0, i] @ rotation(smollm2_eager, i - j) @ k[0, 0, j])
+        assert got == pytest.approx(expected, rel=1e-5, abs=1e-5)
+
+
+def test_low_rank_diagonal_fit() -> None:
+    rng = np.random.default_rng(1)
+    k = 12
+    A, B = rng.standard_normal((k, 2)), rng.standard_normal((k, 2))
+    planted = A @ B.T + np.diag(rng.standard_normal(k))
+    fit = fit_low_rank_diagonal(planted, rank=2, iterations=2000)
+    assert fit.residual < 1e-6
+    np.testing.assert_allclose(fit.low_rank + np.diag(fit.diagonal), planted, atol=1e-5)
+    noise = fit_low_rank_diagonal(rng.standard_normal((k, k)), rank=2)
+    assert noise.residual > 0.5
+    again = fit_low_rank_diagonal(planted, rank=2, iterations=2000)
+    assert np.array_equal(again.low_rank, fit.low_rank)
+
+
+def test_qk_basis_real_smollm2(smollm2_eager: ModelView, smollm2_layer) -> None:
+    _, _, acc = smollm2_layer
+    stats = acc.finalize(3, skip_first=True)
+    r = qk_positional_basis(smollm2_eager, 3, stats, k=10, heads=[0, 4])
+    assert [h.head for h in r.heads] == [0, 4] and r.singular_values.shape == (10,)
+    for h in r.heads:
+        assert h.matrix.shape == (10, 10)
+        assert 0.0 <= h.fit.residual <= 1.0 and 0.0 < h.baseline_residual <= 1.0
+        assert 0.0 < h.share_in_basis <= 1.0
+    rot = qk_positional_basis(smollm2_eager, 3, stats, k=10, heads=[0], rotary_offset=5)
+    assert not np.allclose(rot.heads[0].matrix, r.heads[0].matrix)
+    assert r.to_dict()["heads"][1]["head"] == 4
+
+
+def _fig_ok(fig) -> None:
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    assert buf.getvalue()[:4] == b"\x89PNG"
+
+
+def _fake_parts(causal: bool = True) -> AttentionParts:
+    rng = np.random.default_rng(0)
+    share = rng.random((4, 5))
+    heat = rng.random((5, 6, 6))
+    if causal:
+        heat[:, ~np.tril(np.ones((6, 6), dtype=bool))] = np.nan
+    return AttentionParts(
+        layer=1,
+        parts=PARTS,
+        share=share / share.sum(1, keepdims=True),
+        share_cov=share - 0.3,
+        share_centred=share,
+        logit_var=np.ones(4),
+        heatmap_head=0,
+        heatmaps=heat,
+        max_rel_error=0.0,
+        causal=causal,
+        skip_first=True,
+        n_contexts=2,
+        n_positions=6,
+    )
+
+
+@pytest.mark.parametrize("which", ["share", "share_cov"])
+def test_figure_part_shares(which: str) -> None:
+    _fig_ok(attention_figures.part_shares(_fake_parts(), which))
+
+
+def test_figure_part_heatmaps() -> None:
+    _fig_ok(attention_figures.part_heatmaps(_fake_parts()))
+
+
+def test_figure_qk_matrix(smollm2_eager: ModelView, smollm2_layer, tmp_path) -> None:
+    _, _, acc = smollm2_layer
+    r = qk_positional_basis(smollm2_eager, 3, acc.finalize(3), k=6, heads=[1])
+    fig = attention_figures.qk_matrix(r)
+    _fig_ok(fig)
+    assert attention_figures.save(fig, tmp_path / "a" / "qk.png").stat().st_size > 0
+
+
+def test_gpt2_layernorm_parts_sum_to_real_logits() -> None:
+    """Pre-LayerNorm with gain, beta and q/k biases off their defaults (tiny random GPT-2)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from geomlens.models.families.gpt2 import build_gpt2
+
+    config = GPT2Config(vocab_size=50, n_positions=16, n_embd=32, n_layer=2, n_head=4)
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel._from_config(config, attn_implementation="eager").eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.ndim == 1:
+                p.add_(0.2 * torch.randn_like(p))
+    view = build_gpt2(model.requires_grad_(False), None, "tiny", "memory")
+    ids = torch.randint(0, 50, (6, 16), generator=torch.Generator().manual_seed(1))
+    hidden = hidden_states(view, ids, [1])
+    acc = DecompositionAccumulator([1], 6, 16, 32, second_moment=False)
+    acc.update(CapturedBatch(hidden=hidden, context_index=torch.arange(6)))
+    stats = acc.finalize(1)
+    parts = split_logits(view, 1, hidden[1], stats)
+    total = sum(parts.values())
+    real = real_logits(view, 1, hidden[1])
+    assert float((total - real).abs().max() / real.abs().max()) <= 1e-6
+    causal = torch.ones(16, 16, dtype=torch.bool).tril()
+    probs = torch.softmax(total.masked_fill(~causal, float("-inf")), -1)
+    torch.testing.assert_close(probs, _hf_probs(view, ids, 1), atol=2e-5, rtol=1e-4)
