@@ -12,12 +12,19 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
+from geomlens.analyses.attention_parts import attention_parts
 from geomlens.analyses.decomposition import LayerDecomposition, analyse_layers
+from geomlens.analyses.induction import induction_heads
+from geomlens.analyses.qk_basis import qk_positional_basis
 from geomlens.capture.capture import CaptureConfig
+from geomlens.capture.hooks import hidden_states
 from geomlens.corpus import Windows
+from geomlens.errors import GeomlensError
 from geomlens.models.view import ModelView
 from geomlens.pipeline import run_command
+from geomlens.report import attention_figures as attn_figs
 from geomlens.report import decomposition_figures as figs
 from geomlens.runfolder import Run, RunFolder, write_json
 from geomlens.stats import DecompositionAccumulator
@@ -51,6 +58,61 @@ def write_figures(
     ]
 
 
+ATTENTION_BLOCKS = 4  # blocks whose attention is split (spread over the depth)
+ATTENTION_CONTEXTS = 16  # windows used for the split (the basis uses all windows)
+QK_BASIS_MAX = 20  # largest positional basis for W_QK
+
+
+def attention_in_basis(
+    folder: Path,
+    view: ModelView,
+    windows: Windows,
+    acc: DecompositionAccumulator,
+    results: list[LayerDecomposition],
+) -> dict[str, Any]:
+    """Attention logits split into pos/ctx parts and W_QK in the positional basis."""
+    skip = results[0].skip_first
+    by_layer = {r.layer: r for r in results}
+    blocks = figs.pick_layers([x for x in acc.layers if x < view.n_layers], ATTENTION_BLOCKS)
+    n_ctx = min(ATTENTION_CONTEXTS, windows.n_contexts)
+    ids = torch.tensor(windows.input_ids[:n_ctx])
+    hidden = hidden_states(view, ids, blocks)
+    parts, qk = [], []
+    for block in blocks:
+        stats = acc.finalize(block, skip_first=skip)
+        try:
+            split = attention_parts(view, block, hidden[block], stats, contexts=range(n_ctx))
+        except GeomlensError as exc:
+            return {"unsupported": str(exc)}
+        k = max(1, min(QK_BASIS_MAX, by_layer[block].pos_rank95))
+        basis = qk_positional_basis(view, block, stats, k)
+        parts.append(split.to_dict())
+        qk.append(basis.to_dict())
+        out = folder / "figures"
+        figs.save(attn_figs.part_shares(split), out / f"attention_parts_block{block}.png")
+        figs.save(attn_figs.part_heatmaps(split), out / f"attention_heatmaps_block{block}.png")
+        figs.save(attn_figs.qk_matrix(basis), out / f"qk_basis_block{block}.png")
+    return {"n_contexts": n_ctx, "blocks": blocks, "parts": parts, "qk_basis": qk}
+
+
+def induction(folder: Path, view: ModelView, seed: int) -> dict[str, Any]:
+    """Induction heads on repeated random tokens (decoders; needs eager attention)."""
+    if view.is_encoder:
+        return {"unsupported": f"{view.name} is an encoder: induction needs a causal model"}
+    model: Any = view.model
+    previous = view.config._attn_implementation
+    model.set_attn_implementation("eager")
+    try:
+        result = induction_heads(view, seed=seed)
+    finally:
+        model.set_attn_implementation(previous)
+    out = folder / "figures"
+    figs.save(attn_figs.induction_scores(result), out / "induction_scores.png")
+    if result.splits:
+        figs.save(attn_figs.induction_splits(result), out / "induction_splits.png")
+    return result.to_dict()
+
+
 def analyse_decomposition(skip_first: bool, seed: int):  # type: ignore[no-untyped-def]
     """The analysis step of ``run_command`` for ``decompose``."""
 
@@ -79,6 +141,10 @@ def analyse_decomposition(skip_first: bool, seed: int):  # type: ignore[no-untyp
             },
         )
         write_figures(folder.path, acc, primary, windows)
+        folder.merge_metrics(
+            "attention", attention_in_basis(folder.path, view, windows, acc, primary)
+        )
+        folder.merge_metrics("induction", induction(folder.path, view, seed))
 
     return analyse
 
