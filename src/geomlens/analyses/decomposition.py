@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import scipy.linalg
+import scipy.sparse.linalg
 
 from geomlens.analyses import context_clusters, incoherence, spectra
 from geomlens.stats.decomposition import DecompositionAccumulator, DecompositionStats
@@ -154,8 +154,16 @@ def relative_norms(
 
 
 def _top_eigenvalue(m: Array) -> float:
+    """Largest eigenvalue of a symmetric matrix (Lanczos from a fixed start: deterministic).
+
+    Lanczos takes milliseconds where a dense eigensolver of a 576 x 576 matrix took
+    seconds on the reference machine.
+    """
     n = m.shape[0]
-    return float(scipy.linalg.eigh(m, eigvals_only=True, subset_by_index=[n - 1, n - 1])[0])
+    if n <= 16:
+        return float(np.linalg.eigvalsh(m)[-1])
+    top = scipy.sparse.linalg.eigsh(m, k=1, which="LA", return_eigenvectors=False, v0=np.ones(n))
+    return float(top[0])
 
 
 def analyse_layer(

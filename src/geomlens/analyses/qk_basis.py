@@ -102,24 +102,29 @@ class QKBasis:
 
 
 def fit_low_rank_diagonal(
-    matrix: Array, rank: int = DEFAULT_RANK, iterations: int = DEFAULT_ITERATIONS
+    matrix: Array, rank: int = DEFAULT_RANK, iterations: int = DEFAULT_ITERATIONS, tol: float = 1e-9
 ) -> LowRankDiagonalFit:
     """Fit ``M ~ L + D`` by alternating D = diag(M - L), L = best rank-r of (M - D).
 
-    Starts from L = 0; a fixed number of iterations, so the result is deterministic.
+    Starts from L = 0 and stops after ``iterations`` alternations or once L moves by less
+    than ``tol`` (relative), so the result is deterministic.
 
     Args:
         matrix: [k, k] M.
         rank: r.
-        iterations: alternations.
+        iterations: the most alternations.
+        tol: relative change of L below which the fit has converged.
     """
     M = np.asarray(matrix, dtype=np.float64)
     L = np.zeros_like(M)
     D = np.zeros(M.shape[0])
+    scale = max(float(np.linalg.norm(M)), 1e-300)
     for _ in range(iterations):
         D = np.diag(M - L).copy()
         U, s, Vt = np.linalg.svd(M - np.diag(D))
-        L = (U[:, :rank] * s[:rank]) @ Vt[:rank]
+        previous, L = L, (U[:, :rank] * s[:rank]) @ Vt[:rank]
+        if np.linalg.norm(L - previous) <= tol * scale:
+            break
     D = np.diag(M - L).copy()
     norm = float(np.linalg.norm(M))
     residual = float(np.linalg.norm(M - L - np.diag(D))) / norm if norm > 0 else float("nan")

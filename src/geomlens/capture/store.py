@@ -58,7 +58,7 @@ class ActivationStore:
     @property
     def layers(self) -> list[int]:
         with safe_open(str(self.shards[0]), "pt") as f:
-            return sorted(int(k.split("_")[1]) for k in f if k.startswith("layer_"))
+            return sorted(int(k.split("_")[1]) for k in f.keys() if k.startswith("layer_"))  # noqa: SIM118
 
     def iter_shards(self, layers: list[int] | None = None) -> Iterator[dict[str, torch.Tensor]]:
         """Yield one shard at a time (only the requested layers are read)."""
@@ -66,7 +66,7 @@ class ActivationStore:
             with safe_open(str(path), "pt") as f:
                 keys = [
                     k
-                    for k in f
+                    for k in f.keys()  # noqa: SIM118
                     if not k.startswith("layer_") or layers is None or int(k[6:]) in layers
                 ]
                 yield {k: f.get_tensor(k) for k in keys}

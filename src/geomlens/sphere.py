@@ -1,0 +1,258 @@
+"""``geomlens sphere``: layer norm and the hypersphere (Molina 2023, "Traveling Words").
+
+Joins capture, the pure analyses and the figures. After the usual capture, the analysis
+step runs its own small forward passes: the first few corpus windows with hooks on every
+norm module (identity and radii), and the prompt (logit lens, FFN contributions). Numbers
+go to ``metrics.json`` under "sphere"; token tables to ``sphere_heads.json`` and
+``sphere_ffn.json``; the UMAP coordinates to ``sphere_umap.json``; figures to
+``figures/sphere_*``. See docs/sphere.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from geomlens.analyses import ffn as ffn_analysis
+from geomlens.analyses import head_probe, lens
+from geomlens.analyses import sphere as sph
+from geomlens.capture.capture import CaptureConfig
+from geomlens.capture.hooks import hidden_states
+from geomlens.corpus import Windows, load_corpus
+from geomlens.errors import GeomlensError
+from geomlens.models.view import ModelView
+from geomlens.pipeline import run_command
+from geomlens.report import sphere_figures as figs
+from geomlens.runfolder import Run, RunFolder, write_json
+from geomlens.stats import DecompositionAccumulator
+
+DEFAULT_PROMPT = "To kill two birds with one stone"
+IDENTITY_WINDOWS = 4
+UMAP_TOKENS = 3000
+
+
+def load_nouns(path: str | Path | None = None) -> list[str]:
+    """The probe nouns: one per line from ``path``, else the packaged list."""
+    if path is None:
+        text = resources.files("geomlens").joinpath("data/nouns.txt").read_text()
+    else:
+        try:
+            text = Path(path).read_text()
+        except OSError as exc:
+            raise GeomlensError(f"--nouns {path}: cannot read it ({exc.strerror}).") from None
+    words = [w.strip() for w in text.splitlines() if w.strip() and not w.startswith("#")]
+    if len(words) < 2:
+        raise GeomlensError(f"--nouns {path}: needs at least 2 words, one per line.")
+    return words
+
+
+@contextmanager
+def recording_norms(
+    view: ModelView, stats: dict[str, sph.NormStats]
+) -> Iterator[dict[str, sph.NormStats]]:
+    """Hooks on every norm module that feed its inputs and outputs to ``stats``."""
+    handles = []
+    for name, norm, layer in sph.model_norms(view):
+        stats[name] = sph.NormStats(name, norm.kind, int(norm.weight.shape[-1]), layer)
+
+        def hook(module: Any, args: Any, output: Any, name: str = name, norm: Any = norm) -> None:
+            x = args[0]
+            y = output if isinstance(output, torch.Tensor) else output[0]
+            stats[name].update(x.detach(), y.detach(), norm)
+
+        handles.append(norm.module.register_forward_hook(hook))
+    try:
+        yield stats
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def norm_pass(view: ModelView, input_ids: torch.Tensor, batch_size: int) -> list[sph.NormStats]:
+    """Full forward passes of the base model over windows [n, T], recording every norm."""
+    stats: dict[str, sph.NormStats] = {}
+    kwargs = {"use_cache": False} if view.family != "bert" else {}
+    with torch.inference_mode(), recording_norms(view, stats):
+        for start in range(0, len(input_ids), batch_size):
+            view.base(input_ids=input_ids[start : start + batch_size].to(view.device), **kwargs)
+    return list(stats.values())
+
+
+def mlp_inputs(view: ModelView, ids: torch.Tensor) -> dict[int, torch.Tensor]:
+    """One forward pass of ``ids`` [1, T]; block -> [d] MLP input at the last position."""
+    record: dict[int, torch.Tensor] = {}
+    handles = []
+    for block in view.blocks:
+        module = block.mlp().module
+
+        def pre(module: Any, args: Any, kwargs: Any, i: int = block.index) -> None:
+            x = args[0] if args else next(iter(kwargs.values()))
+            record[i] = x.detach()[0, -1]
+
+        handles.append(module.register_forward_pre_hook(pre, with_kwargs=True))
+    try:
+        with torch.inference_mode():
+            view.base(input_ids=ids.to(view.device))
+    finally:
+        for h in handles:
+            h.remove()
+    return record
+
+
+def token_strings(view: ModelView) -> list[str]:
+    """Every vocabulary id decoded on its own (what the tables show)."""
+    V = int(view.W_E.shape[0])
+    if view.tokenizer is None:
+        return [str(i) for i in range(V)]
+    return list(view.tokenizer.batch_decode([[i] for i in range(V)]))
+
+
+def corpus_counts(view: ModelView, corpus_name: str) -> np.ndarray:
+    """[vocab] token counts over the whole corpus (for frequency ranks)."""
+    corpus = load_corpus(corpus_name)
+    V = int(view.W_E.shape[0])
+    encoded = view.tokenizer(
+        [d.text for d in corpus.documents], add_special_tokens=False, verbose=False
+    )["input_ids"]
+    flat = np.fromiter((i for doc in encoded for i in doc), dtype=np.int64)
+    return np.bincount(flat[flat < V], minlength=V).astype(np.float64)
+
+
+def analyse_sphere(
+    config: CaptureConfig, nouns: list[str], prompt: str, probe_layers: list[int] | None
+):  # type: ignore[no-untyped-def]
+    """The analysis step of ``run_command`` for ``sphere``."""
+
+    def analyse(
+        folder: RunFolder, view: ModelView, windows: Windows, acc: DecompositionAccumulator
+    ) -> None:
+        tokens = token_strings(view)
+        n_id = min(IDENTITY_WINDOWS, windows.n_contexts)
+        ids = torch.tensor(np.array(windows.input_ids[:n_id]), dtype=torch.long)
+        stats = norm_pass(view, ids, config.batch_size)
+        identity = sph.identity_result(stats, n_id, config.dtype)
+        orient = sph.orientation(view, stats)
+        counts = corpus_counts(view, config.corpus)
+        top = sph.top_tokens(view, tokens, counts)
+
+        layers = probe_layers if probe_layers is not None else head_probe.default_probe_layers(view)
+        kept, noun_ids = head_probe.single_token_ids(view.tokenizer, nouns)
+        probe = head_probe.probe_heads(
+            view, noun_ids, layers, nouns=kept, tokens=tokens, n_dropped=len(nouns) - len(kept)
+        )
+
+        prompt_ids = view.tokenizer(prompt)["input_ids"]
+        if len(prompt_ids) < 2:
+            raise GeomlensError(f"--prompt {prompt!r} is under two tokens; give a longer one.")
+        pid = torch.as_tensor([prompt_ids], dtype=torch.long)
+        hidden = {k: v[0] for k, v in hidden_states(view, pid, range(view.n_layers + 1)).items()}
+        traj = lens.trajectory(view, prompt_ids, hidden, tokens)
+        inputs = mlp_inputs(view, pid)
+        ffn = ffn_analysis.ffn_subupdates(
+            view,
+            layers,
+            tokens=tokens,
+            prompt_inputs=inputs,
+            target_id=traj.prediction_id,
+            h_last=hidden[view.n_layers][-1],
+        )
+        sample = lens.vocabulary_sample(
+            int(view.W_E.shape[0]), UMAP_TOKENS, config.seed, include=prompt_ids
+        )
+        map3 = lens.trajectory_map(view, hidden, sample, n_components=3, seed=config.seed)
+
+        folder.merge_metrics(
+            "sphere",
+            {
+                "readout": lens.readout_description(view),
+                "placement": view.blocks[0].placement,
+                "norm_kind": view.blocks[0].norm_attn.kind,
+                "identity": identity.to_dict(),
+                "orientation": orient.to_dict(),
+                "top_tokens": top.to_dict(),
+                "heads": probe.to_dict(),
+                "ffn": ffn.to_dict(),
+                "trajectory": {
+                    **traj.to_dict(),
+                    "umap": {
+                        "n_tokens": len(sample),
+                        "metric": map3.metric,
+                        "seed": config.seed,
+                        "file": "sphere_umap.json",
+                    },
+                },
+                "prompt": prompt,
+            },
+        )
+        write_json(folder.path / "sphere_heads.json", probe.tables_dict())
+        write_json(folder.path / "sphere_ffn.json", ffn.tables_dict())
+        write_json(folder.path / "sphere_umap.json", map3.to_dict())
+        out = folder.path / "figures"
+        figs.save(figs.radius_figure(orient.layers), out / "sphere_radius.png")
+        figs.save(figs.cosine_figure(orient.cosines), out / "sphere_cosines.png")
+        figs.save(figs.top_tokens_figure(top), out / "sphere_top_tokens.png")
+        figs.save(figs.self_attention_figure(probe), out / "sphere_heads.png")
+        figs.save(figs.lens_figure(traj), out / "sphere_lens.png")
+        figs.save(figs.trajectory_figure_3d(map3, traj, tokens), out / "sphere_trajectory.html")
+        figs.save(figs.trajectory_figure_2d(map3, traj, tokens), out / "sphere_trajectory.png")
+
+    return analyse
+
+
+def check_probe_layers(model: str, view: ModelView | None, layers: list[int] | None) -> None:
+    """Refuse probe layers out of range before any capture (when the depth is known)."""
+    from geomlens.models import BUNDLED
+
+    if layers is None:
+        return
+    n = view.n_layers if view is not None else getattr(BUNDLED.get(model), "n_layers", None)
+    if n is None:
+        return
+    bad = [x for x in layers if not 0 <= x < n]
+    if bad:
+        raise GeomlensError(f"--probe-layers {bad} out of range: blocks are 0..{n - 1}.")
+
+
+def run_sphere(
+    config: CaptureConfig,
+    out: str | Path,
+    *,
+    nouns: str | Path | None = None,
+    prompt: str = DEFAULT_PROMPT,
+    layers: Sequence[int] | None = None,
+    **kwargs: Any,
+) -> Run:
+    """Capture, then the sphere analyses: identity, orientation, top tokens, heads, FFN, lens.
+
+    Args:
+        config: the capture config.
+        out: the run folder.
+        nouns: a file of probe nouns (None: the packaged list).
+        prompt: the prompt of the logit lens and the FFN contributions.
+        layers: blocks whose heads and FFN rows are probed (None: first, middle, last).
+        **kwargs: passed to ``run_command`` (view, progress, checkpoint_every_s).
+    """
+    words = load_nouns(nouns)
+    probe = None if layers is None else sorted({int(x) for x in layers})
+    check_probe_layers(config.model, kwargs.get("view"), probe)
+    options = {
+        "nouns": None if nouns is None else str(nouns),
+        "nouns_sha256": hashlib.sha256("\n".join(words).encode()).hexdigest(),
+        "prompt": prompt,
+        "probe_layers": probe,
+    }
+    return run_command(
+        "sphere",
+        config,
+        out,
+        options=options,
+        analyse=analyse_sphere(config, words, prompt, probe),
+        **kwargs,
+    )
