@@ -157,6 +157,49 @@ def cmd_decompose(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_walk(args: argparse.Namespace) -> int:
+    from geomlens.walk import read_text_file, run_walk, summary_lines
+
+    text = read_text_file(args.text_file) if args.text_file is not None else args.text
+    out = args.out or default_out("walk", args.model)
+    run = run_walk(
+        capture_config(args),
+        out,
+        text=text,
+        generate=args.generate,
+        progress=not args.quiet,
+        checkpoint_every_s=args.checkpoint_every,
+    )
+    print(f"walk written to {run.path} (metrics.json, similarity.safetensors, figures/)")
+    for line in summary_lines(run):
+        print(line)
+    return 0
+
+
+def cmd_sphere(args: argparse.Namespace) -> int:
+    from geomlens.sphere import DEFAULT_PROMPT, run_sphere
+
+    out = args.out or default_out("sphere", args.model)
+    run = run_sphere(
+        capture_config(args),
+        out,
+        nouns=args.nouns,
+        prompt=args.prompt if args.prompt is not None else DEFAULT_PROMPT,
+        layers=args.probe_layers,
+        progress=not args.quiet,
+        checkpoint_every_s=args.checkpoint_every,
+    )
+    m = run.metrics["sphere"]
+    traj = m["trajectory"]
+    print(f"sphere analyses written to {run.path} (metrics.json, sphere_*.json, figures/)")
+    print(f"  identity max_rel_err {m['identity']['max_rel_err']:.2e} ({m['readout']})")
+    print(f"  top tokens by norm: {m['top_tokens']['norm']['top'][:5]}")
+    print(f"  prompt {m['prompt']!r} -> {traj['prediction']!r}; first top-1 layer per position:")
+    pairs = zip(traj["tokens"], traj["first_top1"], strict=True)
+    print("  " + ", ".join(f"{t!r}:{f}" for t, f in pairs))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="geomlens", description="Measure the geometry of pretrained transformer models."
@@ -176,6 +219,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="leave position 0 out of every number (both views are computed and kept)",
     )
     p.set_defaults(func=cmd_decompose)
+    p = sub.add_parser("walk", help="movement through embedding space (Singh 2023)")
+    add_capture_options(p)
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--text", default=None, help="the text walked (default: a few-shot prompt)")
+    source.add_argument("--text-file", default=None, metavar="F", help="read the text from F")
+    p.add_argument(
+        "--generate", type=int, default=0, metavar="N", help="decoding walks of N tokens"
+    )
+    p.set_defaults(func=cmd_walk)
+    p = sub.add_parser("sphere", help="layer norm and the hypersphere (Molina 2023)")
+    add_capture_options(p)
+    p.add_argument("--nouns", default=None, metavar="FILE", help="probe nouns, one per line")
+    p.add_argument("--prompt", default=None, metavar="TEXT", help="prompt of the logit lens")
+    p.add_argument(
+        "--probe-layers",
+        type=parse_layers,
+        default=None,
+        help="blocks whose heads and FFN rows are probed (default: first, middle, last)",
+    )
+    p.set_defaults(func=cmd_sphere)
     return parser
 
 

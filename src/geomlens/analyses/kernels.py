@@ -1,0 +1,268 @@
+"""Position kernels: T5 relative biases and empirical kernels by relative offset.
+
+The offset of a query at position i and a key at position j is ``delta = i - j`` (0 = the
+token itself, positive = earlier keys). Singh (2023, appendix A) reads T5's learned
+relative bias as a kernel over delta, and for any model the mean attention by delta; a
+head has a *negative self-bias* when its kernel at delta = 0 is below the mean of deltas
+1-4. See docs/walk.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from geomlens.analyses.similarity import sig
+from geomlens.errors import GeomlensError
+from geomlens.models.view import ModelView
+
+Array = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+N_OFFSETS = 64
+"""Offsets 0..63 (and -63..-1 for bidirectional models) of the saved kernels."""
+
+SELF_BIAS_OFFSETS = (1, 2, 3, 4)
+
+
+# --------------------------------------------------------------------------- T5 biases
+
+
+@dataclass(frozen=True)
+class T5BiasKernel:
+    """One T5 stack's learned relative bias as a function of the offset delta = i - j.
+
+    Attributes:
+        stack: "encoder" or "decoder".
+        offsets: [n] deltas, ascending.
+        buckets: [n] the bucket the model puts each delta in.
+        bias: [H, n] the bias added to every head's logits at that delta.
+        bidirectional: whether keys after the query get their own buckets.
+    """
+
+    stack: str
+    offsets: IntArray
+    buckets: IntArray
+    bias: Array
+    bidirectional: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "stack": self.stack,
+            "bidirectional": self.bidirectional,
+            "offsets": [int(x) for x in self.offsets],
+            "buckets": [int(x) for x in self.buckets],
+            "bias": [[sig(x) for x in row] for row in self.bias],
+        }
+
+
+def t5_bias_kernel(attention: Any, stack: str, max_offset: int = N_OFFSETS - 1) -> T5BiasKernel:
+    """Read a T5 attention module's relative bias per offset, bucketed by its own function.
+
+    Args:
+        attention: a ``T5Attention`` with ``has_relative_attention_bias`` (the first block's
+            self-attention of a stack).
+        stack: a name for the stack.
+        max_offset: deltas -max_offset..max_offset are read.
+
+    Returns:
+        The kernel; ``bias[h, delta]`` equals ``attention.compute_bias(T, T)[0, h, i, i - delta]``.
+    """
+    table = getattr(attention, "relative_attention_bias", None)
+    if table is None:
+        raise GeomlensError(f"the {stack} attention module has no relative attention bias.")
+    bidirectional = not bool(attention.is_decoder)
+    offsets = torch.arange(-max_offset, max_offset + 1)
+    # HF measures key - query ("memory - context"): -delta.
+    buckets = type(attention)._relative_position_bucket(
+        -offsets,
+        bidirectional=bidirectional,
+        num_buckets=attention.relative_attention_num_buckets,
+        max_distance=attention.relative_attention_max_distance,
+    )
+    bias = table.weight.detach().float().cpu()[buckets.cpu()]  # [n, H]
+    return T5BiasKernel(
+        stack=stack,
+        offsets=offsets.numpy().astype(np.int64),
+        buckets=buckets.cpu().numpy().astype(np.int64),
+        bias=bias.T.double().numpy(),
+        bidirectional=bidirectional,
+    )
+
+
+def t5_bias_kernels(view: ModelView, max_offset: int = N_OFFSETS - 1) -> list[T5BiasKernel]:
+    """The bias kernels of a T5 view's encoder and (where present) decoder."""
+    if view.position.kind != "t5-relative":
+        return []
+    kernels = [t5_bias_kernel(view.blocks[0].attention, "encoder", max_offset)]
+    if view.decoder_blocks:
+        kernels.append(t5_bias_kernel(view.decoder_blocks[0].attention, "decoder", max_offset))
+    return kernels
+
+
+# --------------------------------------------------------------------------- empirical
+
+
+def kernel_offsets(causal: bool, n_offsets: int = N_OFFSETS) -> IntArray:
+    """The offsets of an empirical kernel: 0..n-1, or -(n-1)..n-1 for bidirectional models."""
+    lo = 0 if causal else -(n_offsets - 1)
+    return np.arange(lo, n_offsets, dtype=np.int64)
+
+
+def query_start(causal: bool, length: int, n_offsets: int = N_OFFSETS) -> int:
+    """First query averaged in a causal kernel: min(n_offsets, T // 2); 1 if bidirectional.
+
+    A causal query i has i + 1 keys, so early rows carry large weights at small offsets
+    (row 0 puts all of its weight on delta = 0). Averaging the same queries at every offset
+    keeps the kernel a function of the offset alone.
+    """
+    return 1 if not causal else max(1, min(n_offsets, length // 2))
+
+
+class KernelAccumulator:
+    """Mean attention weight (and pre-softmax score) per layer, head and offset.
+
+    For offset delta the mean runs over windows and the pairs (i, j = i - delta) with both
+    i >= 1 and j >= 1: position 0 is left out, as query and as key, because it draws the
+    "attention sink" (most of many heads' weight) whatever the offset. For causal models
+    only queries i >= max(query_start, delta + 1) count.
+    """
+
+    def __init__(self, n_layers: int, n_heads: int, causal: bool, n_offsets: int = N_OFFSETS):
+        self.causal = causal
+        self.offsets = kernel_offsets(causal, n_offsets)
+        self.n_offsets = n_offsets
+        shape = (n_layers, n_heads, len(self.offsets))
+        self.attn_sum = np.zeros(shape)
+        self.logit_sum = np.zeros(shape)
+        self.count = np.zeros(shape[2])
+        self.has_logits = np.zeros(n_layers, dtype=bool)
+        self.windows = 0
+        self.length: int | None = None
+
+    def _diagonals(self, x: torch.Tensor, T: int) -> tuple[list[int], torch.Tensor, list[int]]:
+        """Per kept offset: sums over [B, ., i] of x[..., i, i - delta] -> [H, n], counts."""
+        q0 = query_start(self.causal, T, self.n_offsets)
+        sums, counts, kept = [], [], []
+        for idx, delta in enumerate(self.offsets):
+            if abs(int(delta)) >= T:
+                continue
+            d = int(delta)
+            # diag[..., m] = x[..., i, i - d] with i = m + max(d, 0).
+            diag = torch.diagonal(x, offset=-d, dim1=-2, dim2=-1)  # [B, H, T - |d|]
+            first_i = max(q0, d + 1) if self.causal else max(1, d + 1)
+            diag = diag[..., first_i - max(d, 0) :]
+            if diag.shape[-1] == 0:
+                continue
+            sums.append(diag.double().sum((0, -1)))
+            counts.append(int(diag.shape[0] * diag.shape[-1]))
+            kept.append(idx)
+        return kept, torch.stack(sums, -1), counts
+
+    def update(self, layer: int, attn: torch.Tensor, logits: torch.Tensor | None = None) -> None:
+        """Add one layer's attention of a batch of windows.
+
+        Args:
+            layer: block index.
+            attn: [B, H, T, T] attention probabilities.
+            logits: [B, H, T, T] pre-softmax, pre-mask scores, or None.
+        """
+        T = int(attn.shape[-1])
+        if self.length is None:
+            self.length = T
+        kept, sums, counts = self._diagonals(attn, T)
+        self.attn_sum[layer][:, kept] += sums.cpu().numpy()
+        if layer == 0:
+            self.count[kept] += counts
+            self.windows += int(attn.shape[0])
+        if logits is not None:
+            _, lsums, _ = self._diagonals(logits, T)
+            self.logit_sum[layer][:, kept] += lsums.cpu().numpy()
+            self.has_logits[layer] = True
+
+    def finalize(self) -> EmpiricalKernel:
+        n = np.where(self.count > 0, self.count, np.nan)
+        logits = self.logit_sum / n if self.has_logits.all() else None
+        T = self.length or 0
+        return EmpiricalKernel(
+            offsets=self.offsets,
+            attn=self.attn_sum / n,
+            logits=logits,
+            causal=self.causal,
+            n_windows=self.windows,
+            length=T,
+            query_start=query_start(self.causal, T, self.n_offsets),
+        )
+
+
+@dataclass(frozen=True)
+class EmpiricalKernel:
+    """Mean attention (and pre-softmax score) by offset, per layer and head.
+
+    Attributes:
+        offsets: [n] deltas = i - j.
+        attn: [L, H, n] mean attention weight at each delta (nan where no pair exists).
+        logits: [L, H, n] mean pre-softmax score, or None where the model's logits are not
+            available (families ``attention_parts.real_logits`` does not handle).
+        causal: whether keys after the query are masked.
+        n_windows, length: the windows averaged.
+        query_start: first query averaged (causal models; 1 for bidirectional ones).
+    """
+
+    offsets: IntArray
+    attn: Array
+    logits: Array | None
+    causal: bool
+    n_windows: int
+    length: int
+    query_start: int
+
+    def negative_self_bias(self, which: str = "attn") -> npt.NDArray[np.bool_]:
+        """[L, H] heads whose kernel at delta 0 is below the mean of deltas 1-4."""
+        k = self.attn if which == "attn" else self.logits
+        if k is None:
+            raise GeomlensError("no pre-softmax kernel was computed for this model.")
+        return negative_self_bias(k, self.offsets)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Negative self-bias fractions per layer and overall; kernels go to a side file."""
+        out: dict[str, Any] = {
+            "causal": self.causal,
+            "n_windows": self.n_windows,
+            "length": self.length,
+            "query_start": self.query_start,
+            "offsets_saved": [int(self.offsets[0]), int(self.offsets[-1])],
+        }
+        for which in ("attn", "logits"):
+            if which == "logits" and self.logits is None:
+                out["negative_self_bias_logits"] = None
+                continue
+            neg = self.negative_self_bias(which)
+            suffix = "" if which == "attn" else "_logits"
+            out[f"negative_self_bias_fraction{suffix}"] = sig(neg.mean())
+            out[f"negative_self_bias_fraction_per_layer{suffix}"] = [sig(x) for x in neg.mean(1)]
+            out[f"negative_self_bias_heads{suffix}"] = [
+                [int(l), int(h)] for l, h in zip(*np.nonzero(neg), strict=True)
+            ]
+        k0 = self.attn[:, :, list(self.offsets).index(0)]
+        out["mean_attention_at_offset_0_per_layer"] = [sig(x) for x in k0.mean(1)]
+        return out
+
+
+def negative_self_bias(kernel: Array, offsets: IntArray) -> npt.NDArray[np.bool_]:
+    """[..., ] True where kernel[..., delta=0] < mean(kernel[..., delta in 1..4]).
+
+    Args:
+        kernel: [..., n] a kernel over ``offsets``.
+        offsets: [n] its deltas (must include 0..4).
+    """
+    pos = {int(d): i for i, d in enumerate(offsets)}
+    missing = [d for d in (0, *SELF_BIAS_OFFSETS) if d not in pos]
+    if missing:
+        raise GeomlensError(f"the kernel lacks offsets {missing} needed for the self-bias test.")
+    near = kernel[..., [pos[d] for d in SELF_BIAS_OFFSETS]].mean(-1)
+    return np.asarray(kernel[..., pos[0]] < near)

@@ -1,0 +1,205 @@
+"""Per-head refactoring of attention: O = sum_h A_h X W_vo,h (+ biases).
+
+Singh (2023) reads an attention layer as filter-then-aggregate: each head h mixes the
+rows of its input X with its attention A_h and maps them with W_vo,h = W_v,h W_o,h. This
+module records, in one forward pass with eager attention, each block's attention
+probabilities, the input its value projection actually received (after the block's own
+norm) and the output of its output projection, and checks the identity against them.
+See docs/walk.md.
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from geomlens.analyses.induction import attention_weights
+from geomlens.analyses.similarity import sig
+from geomlens.errors import GeomlensError
+from geomlens.models.view import HeadWeights, ModelView, get_path
+
+Array = npt.NDArray[np.float64]
+
+PROJECTIONS = {
+    "llama": ("v_proj", "o_proj"),
+    "gemma3": ("v_proj", "o_proj"),
+    "gpt2": ("c_attn", "c_proj"),
+    "bert": ("self.value", "output.dense"),
+    "t5": ("v", "o"),
+}
+"""Per family: the value projection (its input is X) and the output projection (its output
+is O), as paths under ``BlockView.attention``."""
+
+
+@dataclass(frozen=True)
+class AttentionRecord:
+    """What one forward pass fed each block's attention, and what it produced.
+
+    Attributes:
+        block_in: [L, B, T, d] the residual stream entering each block.
+        x: [L, B, T, d] the value projection's input (the normalised stream for pre-norm).
+        out: [L, B, T, d] the output projection's output (before any residual or norm).
+        attn: [L, B, H, T, T] attention probabilities.
+    """
+
+    block_in: torch.Tensor
+    x: torch.Tensor
+    out: torch.Tensor
+    attn: torch.Tensor
+
+
+def record_attention(view: ModelView, input_ids: torch.Tensor) -> AttentionRecord:
+    """One eager forward pass of ``view.base`` on [B, T] ids, recording every block.
+
+    Raises:
+        GeomlensError: for a family without a projection table, or without eager attention.
+    """
+    if view.family not in PROJECTIONS:
+        raise GeomlensError(f"per-head refactoring does not know the {view.family} family.")
+    v_path, o_path = PROJECTIONS[view.family]
+    rec: dict[str, dict[int, torch.Tensor]] = {"block_in": {}, "x": {}, "out": {}}
+
+    def keep(kind: str, i: int):  # type: ignore[no-untyped-def]
+        def pre(module: Any, args: tuple, kwargs: dict) -> None:
+            value = args[0] if args else kwargs["hidden_states"]
+            rec[kind][i] = value.detach().float().cpu()
+
+        return pre
+
+    def keep_out(i: int):  # type: ignore[no-untyped-def]
+        def post(module: Any, args: Any, output: Any) -> None:
+            rec["out"][i] = output.detach().float().cpu()
+
+        return post
+
+    with ExitStack() as stack:
+        for block in view.blocks:
+            i = block.index
+            hooks = [
+                block.module.register_forward_pre_hook(keep("block_in", i), with_kwargs=True),
+                get_path(block.attention, v_path).register_forward_pre_hook(
+                    keep("x", i), with_kwargs=True
+                ),
+                get_path(block.attention, o_path).register_forward_hook(keep_out(i)),
+            ]
+            for h in hooks:
+                stack.callback(h.remove)
+        attn = attention_weights(view, input_ids)
+    L = view.n_layers
+    return AttentionRecord(
+        block_in=torch.stack([rec["block_in"][i] for i in range(L)]),
+        x=torch.stack([rec["x"][i] for i in range(L)]),
+        out=torch.stack([rec["out"][i] for i in range(L)]),
+        attn=attn,
+    )
+
+
+def head_outputs(heads: HeadWeights, x: torch.Tensor, attn: torch.Tensor) -> torch.Tensor:
+    """Each head's output A_h X W_vo,h + b_v,h W_o,h, in float64: [B, H, T, d].
+
+    Args:
+        heads: the block's per-head weights (grouped-query heads expanded).
+        x: [B, T, d] the value projection's input.
+        attn: [B, H, T, T] attention probabilities (rows sum to 1, so the value bias
+            enters as b_v,h W_o,h).
+    """
+    W_V, W_O = heads.W_V.double().cpu(), heads.W_O.double().cpu()
+    W_vo = W_V @ W_O  # [H, d, d]
+    xw = torch.einsum("btd,hde->bhte", x.double(), W_vo)
+    o = attn.double() @ xw
+    if heads.b_V is not None:
+        o = o + (heads.b_V.double().cpu()[:, None, :] @ W_O)[None]  # [1, H, 1, d]
+    return o
+
+
+@dataclass(frozen=True)
+class RefactorResult:
+    """The refactoring check and how far each head moves the vector.
+
+    Attributes:
+        max_abs_err: [L] max |O - (sum_h O_h + b_O)| per layer.
+        max_abs_out: [L] max |O| per layer.
+        head_norm: [L, H] mean over tokens of |O_h|.
+        head_norm_rel: [L, H] mean over tokens of |O_h| / |block input|.
+        n_tokens: tokens checked (windows x positions).
+    """
+
+    max_abs_err: Array
+    max_abs_out: Array
+    head_norm: Array
+    head_norm_rel: Array
+    n_tokens: int
+
+    @property
+    def rel_err(self) -> Array:
+        return self.max_abs_err / np.maximum(self.max_abs_out, 1e-30)
+
+    @property
+    def max_rel_err(self) -> float:
+        """max over layers of max |O - refactored| / max |O|."""
+        return float(self.rel_err.max())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "max_rel_err": sig(self.max_rel_err, 4),
+            "n_tokens": self.n_tokens,
+            "layers": [
+                {
+                    "layer": i,
+                    "rel_err": sig(self.rel_err[i], 4),
+                    "head_norm": [sig(x, 6) for x in self.head_norm[i]],
+                    "head_norm_rel": [sig(x, 6) for x in self.head_norm_rel[i]],
+                }
+                for i in range(len(self.max_abs_err))
+            ],
+        }
+
+
+class RefactorAccumulator:
+    """Checks the identity batch by batch and averages the per-head output norms."""
+
+    def __init__(self, view: ModelView):
+        self.heads = [b.heads() for b in view.blocks]
+        L, H = view.n_layers, view.n_heads
+        self.err = np.zeros(L)
+        self.out = np.zeros(L)
+        self.norm = np.zeros((L, H))
+        self.rel = np.zeros((L, H))
+        self.tokens = 0
+
+    def update(self, record: AttentionRecord) -> None:
+        B, T = record.x.shape[1:3]
+        for l, heads in enumerate(self.heads):
+            o_h = head_outputs(heads, record.x[l], record.attn[l])
+            total = o_h.sum(1)
+            if heads.b_O is not None:
+                total = total + heads.b_O.double().cpu()
+            ref = record.out[l].double()
+            self.err[l] = max(self.err[l], float((total - ref).abs().max()))
+            self.out[l] = max(self.out[l], float(ref.abs().max()))
+            n = o_h.norm(dim=-1)  # [B, H, T]
+            h_in = record.block_in[l].double().norm(dim=-1).clamp(min=1e-30)  # [B, T]
+            self.norm[l] += n.sum((0, 2)).numpy()
+            self.rel[l] += (n / h_in[:, None, :]).sum((0, 2)).numpy()
+        self.tokens += int(B * T)
+
+    def finalize(self) -> RefactorResult:
+        return RefactorResult(
+            max_abs_err=self.err.copy(),
+            max_abs_out=self.out.copy(),
+            head_norm=self.norm / max(self.tokens, 1),
+            head_norm_rel=self.rel / max(self.tokens, 1),
+            n_tokens=self.tokens,
+        )
+
+
+def refactor_check(view: ModelView, input_ids: torch.Tensor) -> RefactorResult:
+    """The refactoring check on one batch of ids [B, T] (eager attention needed)."""
+    acc = RefactorAccumulator(view)
+    acc.update(record_attention(view, input_ids))
+    return acc.finalize()

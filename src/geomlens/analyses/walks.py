@@ -1,0 +1,380 @@
+"""Encoding and decoding walks among the token vectors (Singh, 2023, section 3).
+
+A hidden vector is made comparable with the token vectors by the readout the model itself
+uses: the final norm (``similarity.readout_norm``; none for post-norm encoders, whose block
+outputs are already normalised), then compared with the rows of the unembedding ``W_U^T``
+(which is ``W_E`` for tied models) by inner product (the logit lens) and by cosine.
+
+- Encoding walk: every position of one text at every layer 0..L; its k nearest tokens,
+  the rank of its own input token and of the next token; the layer from which the own
+  token stays out of the k nearest (the walk leaves its own neighbourhood).
+- Decoding walk: greedy or seeded sampled generation; the final vectors d_t that chose
+  each token, their nearest tokens, and a 2-D projection of the path.
+
+See docs/walk.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from geomlens.analyses.similarity import FINAL_NORM, readout_norm, sig
+from geomlens.errors import GeomlensError
+from geomlens.models.view import ModelView
+
+Array = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class TokenSpace:
+    """The token vectors hidden vectors are compared with.
+
+    Attributes:
+        vectors: [V, d] float32 rows of ``W_U^T`` (``W_E`` when tied).
+        norms: [V] their norms.
+    """
+
+    vectors: torch.Tensor
+    norms: torch.Tensor
+
+    @classmethod
+    def of(cls, view: ModelView) -> TokenSpace:
+        u = view.W_U.T.float().cpu()
+        return cls(vectors=u, norms=u.norm(dim=-1).clamp(min=1e-30))
+
+    def scores(self, r: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Inner products and cosines of vectors r [..., d] with every token: [..., V] each."""
+        dot = r.float() @ self.vectors.T
+        cos = dot / (r.float().norm(dim=-1, keepdim=True).clamp(min=1e-30) * self.norms)
+        return dot, cos
+
+
+def comparable(view: ModelView, hidden: torch.Tensor, layer_names: tuple[str, ...]) -> torch.Tensor:
+    """Hidden vectors of layers 0..L put through the readout norm: [L+1, T, d] float32.
+
+    Args:
+        view: the model.
+        hidden: [n, T, d] from ``similarity.layer_stack`` (a trailing "final_norm" layer,
+            which equals the normalised layer L, is dropped).
+        layer_names: its n layer names.
+    """
+    h = hidden[:-1] if layer_names[-1] == FINAL_NORM else hidden
+    norm = readout_norm(view)
+    if norm is None:
+        return h.float()
+    with torch.inference_mode():
+        return norm(h.to(view.device, view.W_E.dtype)).float().cpu()
+
+
+def _rank(scores: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """[T] rank of token ids[t] in scores[t] (0 = nearest; ties count in its favour)."""
+    own = scores.gather(-1, ids[:, None])
+    return (scores > own).sum(-1)
+
+
+def _leave(in_top: npt.NDArray[np.bool_]) -> IntArray:
+    """[T] first layer from which the token stays out of the top k for good (-1: never)."""
+    n = in_top.shape[0]
+    last_in = np.where(in_top.any(0), n - 1 - np.argmax(in_top[::-1], axis=0), -1)
+    return np.where(in_top[-1], -1, last_in + 1).astype(np.int64)
+
+
+def _arrive(in_top: npt.NDArray[np.bool_]) -> IntArray:
+    """[T] first layer from which the token stays in the top k for good (-1: never)."""
+    return _leave(~in_top)
+
+
+@dataclass(frozen=True)
+class EncodingWalk:
+    """Nearest tokens of every position at every layer, and the ranks of its own and next token.
+
+    Attributes:
+        layer_names: the L+1 layers "0".."L" (vectors through the readout norm).
+        k: neighbours kept.
+        input_ids: [T] the text.
+        top_dot, top_cos: [L+1, T, k] nearest token ids by inner product / cosine.
+        own_rank_dot, own_rank_cos: [L+1, T] rank of the input token (0 = nearest).
+        next_rank_dot, next_rank_cos: [L+1, T-1] rank of the next input token.
+        leave_dot, leave_cos: [T] first layer from which the own token stays out of the top
+            k (-1: still in it at the last layer).
+        arrive_dot, arrive_cos: [T-1] first layer from which the next token stays in the top
+            k (-1: not in it at the last layer).
+    """
+
+    layer_names: tuple[str, ...]
+    k: int
+    input_ids: IntArray
+    top_dot: IntArray
+    top_cos: IntArray
+    own_rank_dot: IntArray
+    own_rank_cos: IntArray
+    next_rank_dot: IntArray
+    next_rank_cos: IntArray
+    leave_dot: IntArray
+    leave_cos: IntArray
+    arrive_dot: IntArray
+    arrive_cos: IntArray
+
+    def summary(self, metric: str) -> dict[str, Any]:
+        """Leave/arrive layers by "dot" or "cos": medians over the positions that do."""
+        leave = getattr(self, f"leave_{metric}")
+        arrive = getattr(self, f"arrive_{metric}")
+        left, came = leave[leave >= 0], arrive[arrive >= 0]
+        return {
+            "leave_layer_median": None if not len(left) else sig(np.median(left)),
+            "frac_never_leave": sig(np.mean(leave < 0)),
+            "arrive_layer_median": None if not len(came) else sig(np.median(came)),
+            "frac_never_arrive": sig(np.mean(arrive < 0)),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """Per-layer fractions and median ranks, and the leave/arrive summaries."""
+        rows = []
+        for i, name in enumerate(self.layer_names):
+            row: dict[str, Any] = {"layer": name}
+            for m in ("dot", "cos"):
+                own, nxt = getattr(self, f"own_rank_{m}")[i], getattr(self, f"next_rank_{m}")[i]
+                row[f"frac_own_in_top_{m}"] = sig(np.mean(own < self.k))
+                row[f"frac_next_in_top_{m}"] = sig(np.mean(nxt < self.k))
+                row[f"median_own_rank_{m}"] = sig(np.median(own))
+                row[f"median_next_rank_{m}"] = sig(np.median(nxt))
+            rows.append(row)
+        return {
+            "k": self.k,
+            "n_positions": int(len(self.input_ids)),
+            "layers": rows,
+            "cos": self.summary("cos"),
+            "dot": self.summary("dot"),
+        }
+
+
+def encoding_walk(
+    view: ModelView,
+    hidden: torch.Tensor,
+    layer_names: tuple[str, ...],
+    input_ids: torch.Tensor,
+    k: int = 10,
+    space: TokenSpace | None = None,
+) -> EncodingWalk:
+    """The encoding walk of one text.
+
+    Args:
+        view: the model.
+        hidden: [n, T, d] from ``similarity.layer_stack``.
+        layer_names: its layer names.
+        input_ids: [T] the text's token ids.
+        k: neighbours kept (and the size of the "neighbourhood" for leave/arrive).
+        space: token vectors (default ``TokenSpace.of(view)``).
+    """
+    space = space or TokenSpace.of(view)
+    r = comparable(view, hidden, layer_names)
+    ids = input_ids.cpu().long()
+    names = tuple(n for n in layer_names if n != FINAL_NORM)
+    out: dict[str, list[torch.Tensor]] = {
+        key: [] for key in ("top_dot", "top_cos", "own_dot", "own_cos", "next_dot", "next_cos")
+    }
+    for layer in r:
+        dot, cos = space.scores(layer)
+        for m, s in (("dot", dot), ("cos", cos)):
+            out[f"top_{m}"].append(s.topk(k, dim=-1).indices)
+            out[f"own_{m}"].append(_rank(s, ids))
+            out[f"next_{m}"].append(_rank(s[:-1], ids[1:]))
+    arr = {key: torch.stack(v).numpy().astype(np.int64) for key, v in out.items()}
+    return EncodingWalk(
+        layer_names=names,
+        k=k,
+        input_ids=ids.numpy().astype(np.int64),
+        top_dot=arr["top_dot"],
+        top_cos=arr["top_cos"],
+        own_rank_dot=arr["own_dot"],
+        own_rank_cos=arr["own_cos"],
+        next_rank_dot=arr["next_dot"],
+        next_rank_cos=arr["next_cos"],
+        leave_dot=_leave(arr["own_dot"] < k),
+        leave_cos=_leave(arr["own_cos"] < k),
+        arrive_dot=_arrive(arr["next_dot"] < k),
+        arrive_cos=_arrive(arr["next_cos"] < k),
+    )
+
+
+# --------------------------------------------------------------------------- decoding
+
+
+@dataclass(frozen=True)
+class DecodingWalk:
+    """Generated tokens and the final vectors d_t that chose them.
+
+    Attributes:
+        mode: "greedy" or "sample".
+        seed: the torch generator seed of sampling (None for greedy).
+        temperature: sampling temperature (1.0 for greedy, unused).
+        prompt_length: tokens of the prompt.
+        tokens: [N] generated token ids.
+        vectors: [N, d] float32 d_t, the final-norm output at the last position.
+        logprob: [N] log-probability of each chosen token.
+        top_dot, top_cos: [N, k] nearest tokens of d_t (top_dot is the top of the logits).
+    """
+
+    mode: str
+    seed: int | None
+    temperature: float
+    prompt_length: int
+    tokens: IntArray
+    vectors: npt.NDArray[np.float32]
+    logprob: Array
+    top_dot: IntArray
+    top_cos: IntArray
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "seed": self.seed,
+            "temperature": self.temperature,
+            "prompt_length": self.prompt_length,
+            "tokens": [int(t) for t in self.tokens],
+            "logprob": [sig(x) for x in self.logprob],
+            "mean_logprob": sig(np.mean(self.logprob)) if len(self.logprob) else None,
+            "top1_cos_is_chosen": sig(np.mean(self.top_cos[:, 0] == self.tokens))
+            if len(self.tokens)
+            else None,
+        }
+
+
+def decoding_walk(
+    view: ModelView,
+    input_ids: torch.Tensor,
+    n: int,
+    mode: str = "greedy",
+    seed: int = 0,
+    temperature: float = 1.0,
+    k: int = 10,
+    space: TokenSpace | None = None,
+) -> DecodingWalk:
+    """Generate n tokens, recording each final vector d_t (decoder-only models).
+
+    The base model runs with its KV cache; its last hidden state (after the final norm)
+    times ``W_U`` gives the logits. Sampling draws from softmax(logits / temperature) with a
+    ``torch.Generator`` seeded by ``seed``.
+
+    Args:
+        view: a decoder-only model.
+        input_ids: [T] the prompt.
+        n: tokens to generate.
+        mode: "greedy" or "sample".
+        seed: generator seed for sampling.
+        temperature: sampling temperature.
+        k: nearest tokens kept per step.
+        space: token vectors (default ``TokenSpace.of(view)``).
+    """
+    if view.is_encoder:
+        raise GeomlensError(
+            f"the decoding walk generates text, which needs a decoder-only model; {view.name} "
+            "is an encoder (drop --generate)."
+        )
+    if mode not in ("greedy", "sample"):
+        raise GeomlensError(f"decoding mode must be 'greedy' or 'sample', not {mode!r}.")
+    space = space or TokenSpace.of(view)
+    gen = torch.Generator().manual_seed(seed)
+    ids = input_ids.long().to(view.device)[None]
+    past: Any = None  # the model's KV cache (transformers 5: ``cache``)
+    tokens, vectors, logprobs = [], [], []
+    with torch.inference_mode():
+        for _ in range(n):
+            out = view.base(input_ids=ids, cache=past, use_cache=True)
+            past = out.cache
+            d = out.last_hidden_state[0, -1].float().cpu()
+            logits = (d.double() @ view.W_U.double().cpu()).squeeze(0)
+            logp = torch.log_softmax(logits, -1)
+            if mode == "greedy":
+                token = int(logits.argmax())
+            else:
+                probs = torch.softmax(logits / temperature, -1)
+                token = int(torch.multinomial(probs, 1, generator=gen))
+            tokens.append(token)
+            vectors.append(d)
+            logprobs.append(float(logp[token]))
+            ids = torch.tensor([[token]], device=view.device)
+    v = torch.stack(vectors) if vectors else torch.zeros(0, view.d_model)
+    dot, cos = space.scores(v)
+    kk = min(k, dot.shape[-1])
+    return DecodingWalk(
+        mode=mode,
+        seed=None if mode == "greedy" else seed,
+        temperature=1.0 if mode == "greedy" else temperature,
+        prompt_length=int(input_ids.shape[0]),
+        tokens=np.array(tokens, dtype=np.int64),
+        vectors=v.numpy().astype(np.float32),
+        logprob=np.array(logprobs, dtype=np.float64),
+        top_dot=dot.topk(kk, dim=-1).indices.numpy().astype(np.int64),
+        top_cos=cos.topk(kk, dim=-1).indices.numpy().astype(np.int64),
+    )
+
+
+@dataclass(frozen=True)
+class WalkProjection:
+    """A 2-D view of decoding walks among the token vectors (unit vectors, PCA).
+
+    Attributes:
+        token_ids: [m] the tokens drawn: the prompt's last tokens, every generated token
+            and the nearest tokens (by cosine) of every d_t.
+        token_xy: [m, 2] their unit vectors projected on the first two principal axes.
+        paths: mode -> [N, 2] the unit d_t of that walk on the same axes.
+        explained: [2] share of the tokens' variance on each axis.
+    """
+
+    token_ids: IntArray
+    token_xy: Array
+    paths: dict[str, Array]
+    explained: Array
+
+
+def walk_projection(
+    space: TokenSpace,
+    walks: list[DecodingWalk],
+    context_ids: torch.Tensor,
+    n_context: int = 8,
+    n_neighbours: int = 3,
+) -> WalkProjection:
+    """Project decoding walks and the tokens around them onto two principal axes.
+
+    Vectors are scaled to unit length (the cosine geometry of the walk); the axes are the
+    principal axes of the drawn tokens' unit vectors, signs fixed so that each axis's
+    largest loading is positive.
+
+    Args:
+        space: the token vectors.
+        walks: decoding walks of one prompt.
+        context_ids: [T] the prompt.
+        n_context: last prompt tokens drawn.
+        n_neighbours: nearest tokens by cosine drawn per step.
+    """
+    chosen: list[int] = [int(t) for t in context_ids[-n_context:]]
+    for w in walks:
+        chosen += [int(t) for t in w.tokens]
+        chosen += [int(t) for t in w.top_cos[:, :n_neighbours].reshape(-1)]
+    ids = np.array(sorted(set(chosen)), dtype=np.int64)
+    u = space.vectors[torch.as_tensor(ids)].double()
+    u = u / u.norm(dim=-1, keepdim=True).clamp(min=1e-30)
+    centre = u.mean(0)
+    _, s, vt = torch.linalg.svd(u - centre, full_matrices=False)
+    axes = vt[:2]
+    big = axes.abs().argmax(-1)
+    axes = axes * torch.sign(axes[torch.arange(axes.shape[0]), big])[:, None]
+    paths = {}
+    for w in walks:
+        d = torch.as_tensor(w.vectors).double()
+        d = d / d.norm(dim=-1, keepdim=True).clamp(min=1e-30)
+        paths[w.mode] = ((d - centre) @ axes.T).numpy()
+    var = s.pow(2)
+    return WalkProjection(
+        token_ids=ids,
+        token_xy=((u - centre) @ axes.T).numpy(),
+        paths=paths,
+        explained=(var[:2] / var.sum().clamp(min=1e-30)).numpy(),
+    )
