@@ -17,7 +17,7 @@ from geomlens.analyses.attention_parts import (
 from geomlens.analyses.qk_basis import fit_low_rank_diagonal, qk_positional_basis, rotation
 from geomlens.capture.hooks import hidden_states
 from geomlens.models import BUNDLED, ModelView, load_model
-from geomlens.report import attention_figures
+from geomlens.report import attention_figures, figures
 from geomlens.stats import CapturedBatch, DecompositionAccumulator, DecompositionStats
 
 C, T = 8, 32
@@ -212,7 +212,7 @@ def test_figure_qk_matrix(smollm2_eager: ModelView, smollm2_layer, tmp_path) -> 
     r = qk_positional_basis(smollm2_eager, 3, acc.finalize(3), k=6, heads=[1])
     fig = attention_figures.qk_matrix(r)
     _fig_ok(fig)
-    assert attention_figures.save(fig, tmp_path / "a" / "qk.png").stat().st_size > 0
+    assert figures.save(fig, tmp_path / "a" / "qk.png").stat().st_size > 0
 
 
 def test_gpt2_layernorm_parts_sum_to_real_logits() -> None:

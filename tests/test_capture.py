@@ -41,17 +41,20 @@ def test_early_layers_stop_the_forward_pass(smollm2, bbc):
     assert sorted(out) == [0, 3] and calls == []
 
 
+SMOL_CONFIG = CaptureConfig(
+    model="smollm2-135m",
+    contexts=7,
+    length=24,
+    batch_size=3,
+    save_activations=True,
+    second_moment=True,
+)
+
+
 @pytest.fixture(scope="module")
 def smol_run(smollm2, tmp_path_factory):
     """A real SmolLM2 capture with an activation store (uneven last batch)."""
-    config = CaptureConfig(
-        model="smollm2-135m",
-        contexts=7,
-        length=24,
-        batch_size=3,
-        save_activations=True,
-        second_moment=True,
-    )
+    config = SMOL_CONFIG
     out = tmp_path_factory.mktemp("smol") / "run"
     return run_capture(config, out, view=smollm2, progress=False)
 
@@ -107,14 +110,7 @@ def test_open_run_reads_back_manifest_windows_and_store(smol_run):
 
 def test_same_config_reuses_the_finished_run(smol_run, smollm2):
     before = (smol_run.path / "metrics.json").read_bytes()
-    config = CaptureConfig(
-        model="smollm2-135m",
-        contexts=7,
-        length=24,
-        batch_size=3,
-        save_activations=True,
-        second_moment=True,
-    )
+    config = SMOL_CONFIG
     again = run_capture(config, smol_run.path, view=smollm2, progress=False)
     assert (again.path / "metrics.json").read_bytes() == before
 

@@ -19,6 +19,7 @@ from geomlens.analyses.decomposition import LayerDecomposition, analyse_layer, a
 from geomlens.analyses.incoherence import principal_cosines, random_mean_cosine
 from geomlens.errors import GeomlensError
 from geomlens.report import decomposition_figures as figs
+from geomlens.report import figures
 
 
 @pytest.fixture(scope="module")
@@ -255,7 +256,7 @@ def test_spiral_figure_interactive(layer_stats, tmp_path):
     fig = figs.spiral_figure_interactive(layer_stats[0], layers=[0, 2])
     assert isinstance(fig, go.Figure) and len(fig.data) == 2
     assert len(fig.data[0].x) == layer_stats[0][0].length
-    out = figs.save(fig, tmp_path / "spiral.html")
+    out = figures.save(fig, tmp_path / "spiral.html")
     assert out.stat().st_size > 1000
 
 
@@ -268,5 +269,5 @@ def test_context_figure(layer_stats, tmp_path):
     fig = figs.context_figure(stats, labels)
     _nonempty_mpl(fig)
     _nonempty_mpl(figs.context_figure(stats[:1]))
-    out = figs.save(fig, tmp_path / "ctx.png")
+    out = figures.save(fig, tmp_path / "ctx.png")
     assert out.read_bytes()[:4] == b"\x89PNG"

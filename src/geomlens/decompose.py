@@ -26,6 +26,7 @@ from geomlens.models.view import ModelView
 from geomlens.pipeline import run_command
 from geomlens.report import attention_figures as attn_figs
 from geomlens.report import decomposition_figures as figs
+from geomlens.report.figures import pick_layers, save_all
 from geomlens.runfolder import Run, RunFolder, write_json
 from geomlens.stats import DecompositionAccumulator
 
@@ -40,44 +41,46 @@ def layer_rows(results: list[LayerDecomposition]) -> list[dict[str, Any]]:
     return rows
 
 
-def write_figures(
-    folder: Path, acc: DecompositionAccumulator, results: list[LayerDecomposition], windows: Windows
-) -> list[Path]:
-    """Every decomposition figure of the primary view of position 0."""
+def decomposition_figures(
+    acc: DecompositionAccumulator, results: list[LayerDecomposition], windows: Windows
+) -> list[tuple[Any, str]]:
+    """Every decomposition figure of the primary view of position 0, with its file name."""
     skip = results[0].skip_first
     stats = [acc.finalize(layer, skip_first=skip) for layer in acc.layers]
     labels = np.array([windows.label_names[i] for i in windows.labels])
-    out = folder / "figures"
     return [
-        figs.save(figs.shares_figure(results), out / "decomposition_shares.png"),
-        figs.save(figs.spectra_figure(results), out / "decomposition_spectra.png"),
-        figs.save(figs.spiral_figure(stats), out / "decomposition_spiral.png"),
-        figs.save(figs.spiral_figure_interactive(stats), out / "decomposition_spiral.html"),
-        figs.save(figs.gram_figure(stats), out / "decomposition_gram.png"),
-        figs.save(figs.context_figure(stats, labels), out / "decomposition_contexts.png"),
+        (figs.shares_figure(results), "decomposition_shares.png"),
+        (figs.spectra_figure(results), "decomposition_spectra.png"),
+        (figs.spiral_figure(stats), "decomposition_spiral.png"),
+        (figs.spiral_figure_interactive(stats), "decomposition_spiral.html"),
+        (figs.gram_figure(stats), "decomposition_gram.png"),
+        (figs.context_figure(stats, labels), "decomposition_contexts.png"),
     ]
 
 
-ATTENTION_BLOCKS = 4  # blocks whose attention is split (spread over the depth)
-ATTENTION_CONTEXTS = 16  # windows used for the split (the basis uses all windows)
+ATTENTION_BLOCKS = 3  # blocks whose attention is split (first, middle, last)
+ATTENTION_CONTEXTS = 2  # windows split (x T^2 query-key pairs each; the basis uses all)
 QK_BASIS_MAX = 20  # largest positional basis for W_QK
 
 
 def attention_in_basis(
-    folder: Path,
     view: ModelView,
     windows: Windows,
     acc: DecompositionAccumulator,
     results: list[LayerDecomposition],
+    figures: list[tuple[Any, str]],
 ) -> dict[str, Any]:
-    """Attention logits split into pos/ctx parts and W_QK in the positional basis."""
+    """Attention logits split into pos/ctx parts and W_QK in the positional basis.
+
+    Appends its figures (with file names) to ``figures``.
+    """
     skip = results[0].skip_first
     by_layer = {r.layer: r for r in results}
-    blocks = figs.pick_layers([x for x in acc.layers if x < view.n_layers], ATTENTION_BLOCKS)
+    blocks = pick_layers([x for x in acc.layers if x < view.n_layers], ATTENTION_BLOCKS)
     n_ctx = min(ATTENTION_CONTEXTS, windows.n_contexts)
     ids = torch.tensor(windows.input_ids[:n_ctx])
     hidden = hidden_states(view, ids, blocks)
-    parts, qk = [], []
+    parts, qk, splits = [], [], []
     for block in blocks:
         stats = acc.finalize(block, skip_first=skip)
         try:
@@ -88,15 +91,19 @@ def attention_in_basis(
         basis = qk_positional_basis(view, block, stats, k)
         parts.append(split.to_dict())
         qk.append(basis.to_dict())
-        out = folder / "figures"
-        figs.save(attn_figs.part_shares(split), out / f"attention_parts_block{block}.png")
-        figs.save(attn_figs.part_heatmaps(split), out / f"attention_heatmaps_block{block}.png")
-        figs.save(attn_figs.qk_matrix(basis), out / f"qk_basis_block{block}.png")
+        splits.append(split)
+        if block == blocks[len(blocks) // 2]:  # heatmaps and W_QK for the middle block only
+            figures.append((attn_figs.part_heatmaps(split), f"attention_heatmaps_block{block}.png"))
+            figures.append((attn_figs.qk_matrix(basis), f"qk_basis_block{block}.png"))
+    figures.append((attn_figs.part_shares(splits), "attention_parts.png"))
     return {"n_contexts": n_ctx, "blocks": blocks, "parts": parts, "qk_basis": qk}
 
 
-def induction(folder: Path, view: ModelView, seed: int) -> dict[str, Any]:
-    """Induction heads on repeated random tokens (decoders; needs eager attention)."""
+def induction(view: ModelView, seed: int, figures: list[tuple[Any, str]]) -> dict[str, Any]:
+    """Induction heads on repeated random tokens (decoders; needs eager attention).
+
+    Appends its figures (with file names) to ``figures``.
+    """
     if view.is_encoder:
         return {"unsupported": f"{view.name} is an encoder: induction needs a causal model"}
     model: Any = view.model
@@ -106,10 +113,9 @@ def induction(folder: Path, view: ModelView, seed: int) -> dict[str, Any]:
         result = induction_heads(view, seed=seed)
     finally:
         model.set_attn_implementation(previous)
-    out = folder / "figures"
-    figs.save(attn_figs.induction_scores(result), out / "induction_scores.png")
+    figures.append((attn_figs.induction_scores(result), "induction_scores.png"))
     if result.splits:
-        figs.save(attn_figs.induction_splits(result), out / "induction_splits.png")
+        figures.append((attn_figs.induction_splits(result), "induction_splits.png"))
     return result.to_dict()
 
 
@@ -140,11 +146,11 @@ def analyse_decomposition(skip_first: bool, seed: int):  # type: ignore[no-untyp
                 for r in rs[:1]
             },
         )
-        write_figures(folder.path, acc, primary, windows)
-        folder.merge_metrics(
-            "attention", attention_in_basis(folder.path, view, windows, acc, primary)
-        )
-        folder.merge_metrics("induction", induction(folder.path, view, seed))
+        figures = decomposition_figures(acc, primary, windows)
+        attention = attention_in_basis(view, windows, acc, primary, figures)
+        folder.merge_metrics("attention", attention)
+        folder.merge_metrics("induction", induction(view, seed, figures))
+        save_all([(fig, folder.path / "figures" / name) for fig, name in figures])
 
     return analyse
 

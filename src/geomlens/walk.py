@@ -39,7 +39,7 @@ from geomlens.models import load_model
 from geomlens.models.view import ModelView
 from geomlens.pipeline import run_command
 from geomlens.report import walk_figures as figs
-from geomlens.report.decomposition_figures import save
+from geomlens.report.figures import save
 from geomlens.runfolder import Run, RunFolder, write_json
 from geomlens.stats import DecompositionAccumulator
 

@@ -28,7 +28,7 @@ Array = npt.NDArray[np.float64]
 DEFAULT_RANK = 2
 """Rank r of the low-rank part (the paper's W_QK pictures show one or two smooth modes)."""
 
-DEFAULT_ITERATIONS = 200
+DEFAULT_ITERATIONS = 100
 
 
 @dataclass(frozen=True)

@@ -7,15 +7,15 @@ Each function takes results and returns a matplotlib ``Figure`` drawn with the A
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from geomlens.analyses.attention_parts import AttentionParts
 from geomlens.analyses.induction import InductionResult
 from geomlens.analyses.qk_basis import QKBasis
+from geomlens.report.figures import new_figure
 
 PART_COLOURS = {
     "pos_pos": "#1f77b4",
@@ -28,24 +28,9 @@ SPLIT_PARTS = ("same_token", "neighbours", "induction", "other")
 SPLIT_COLOURS = ("#2ca02c", "#1f77b4", "#d62728", "#bbbbbb")
 
 
-def _figure(width: float, height: float) -> Figure:
-    fig = Figure(figsize=(width, height), layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def part_shares(result: AttentionParts, which: str = "share") -> Figure:
-    """Stacked bars per head of the logit parts' shares of one layer.
-
-    Args:
-        result: the split of one layer.
-        which: "share" (var of each part over their sum), "share_cov" (covariance with
-            the logits; may be negative) or "share_centred" (row-centred).
-    """
+def _draw_part_shares(ax: Axes, result: AttentionParts, which: str) -> None:
     shares = getattr(result, which)
     H = shares.shape[0]
-    fig = _figure(max(4.0, 0.4 * H + 2), 3.2)
-    ax = fig.add_subplot()
     x = np.arange(H)
     pos_bottom, neg_bottom = np.zeros(H), np.zeros(H)
     for p, name in enumerate(result.parts):
@@ -58,14 +43,31 @@ def part_shares(result: AttentionParts, which: str = "share") -> Figure:
     ax.set_xlabel("head")
     ax.set_ylabel(which)
     skip = "position 0 skipped" if result.skip_first else "all positions"
-    ax.set_title(f"Attention logit parts, block {result.layer} ({skip})")
-    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.set_title(f"Attention logit parts, block {result.layer} ({skip})", fontsize=9)
+
+
+def part_shares(results: AttentionParts | Sequence[AttentionParts], which: str = "share") -> Figure:
+    """Stacked bars per head of the logit parts' shares, one panel per block.
+
+    Args:
+        results: the split of one block, or of several (one panel each).
+        which: "share" (var of each part over their sum), "share_cov" (covariance with
+            the logits; may be negative) or "share_centred" (row-centred).
+    """
+    blocks = [results] if isinstance(results, AttentionParts) else list(results)
+    H = getattr(blocks[0], which).shape[0]
+    fig = new_figure(max(4.0, 0.4 * H + 2), 3.0 * len(blocks))
+    for i, result in enumerate(blocks):
+        ax = fig.add_subplot(len(blocks), 1, i + 1)
+        _draw_part_shares(ax, result, which)
+        if i == 0:
+            ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return fig
 
 
 def part_heatmaps(result: AttentionParts) -> Figure:
     """Mean |part| heatmaps [query i x key j] of the four position/context parts (one head)."""
-    fig = _figure(10.0, 2.9)
+    fig = new_figure(10.0, 2.9)
     axes = fig.subplots(1, 4)
     shown = result.heatmaps[:4]
     vmax = float(np.nanmax(shown)) if np.isfinite(shown).any() else 1.0
@@ -96,7 +98,7 @@ def qk_matrix(result: QKBasis, head: int = 0) -> Figure:
         ("M - fit", h.matrix - fit),
     ]
     vmax = float(np.abs(h.matrix).max()) or 1.0
-    fig = _figure(9.5, 3.2)
+    fig = new_figure(9.5, 3.2)
     axes = fig.subplots(1, 3)
     image = None
     for ax, (title, m) in zip(axes, panels, strict=True):
@@ -114,7 +116,7 @@ def qk_matrix(result: QKBasis, head: int = 0) -> Figure:
 def induction_scores(result: InductionResult) -> Figure:
     """Heatmap of induction scores, blocks x heads; found heads outlined by their value."""
     L, H = result.scores.shape
-    fig = _figure(max(4.0, 0.35 * H + 2), max(3.0, 0.22 * L + 1.5))
+    fig = new_figure(max(4.0, 0.35 * H + 2), max(3.0, 0.22 * L + 1.5))
     ax = fig.add_subplot()
     image = ax.imshow(result.scores, cmap="magma", vmin=0.0, vmax=1.0, aspect="auto")
     for layer, head in result.found:
@@ -139,7 +141,7 @@ def induction_splits(
 ) -> Figure:
     """Stacked bars of same-token / neighbours / induction / other attention per chosen head."""
     splits = [s for s in result.splits if heads is None or (s.layer, s.head) in set(heads)]
-    fig = _figure(max(4.0, 0.5 * len(splits) + 2), 3.2)
+    fig = new_figure(max(4.0, 0.5 * len(splits) + 2), 3.2)
     ax = fig.add_subplot()
     x = np.arange(len(splits))
     bottom = np.zeros(len(splits))
@@ -153,11 +155,3 @@ def induction_splits(
     ax.set_title("Attention of second-copy tokens")
     ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return fig
-
-
-def save(fig: Figure, path: str | Path, dpi: int = 120) -> Path:
-    """Write a figure as PNG (parents created); returns the path."""
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=dpi)
-    return out

@@ -2,20 +2,18 @@
 
 Each function takes results (``LayerDecomposition``) or statistics (``DecompositionStats``)
 and returns a figure: a matplotlib ``Figure`` (drawn with the Agg canvas, no pyplot state)
-for static PNG, or a plotly ``Figure`` for interactive HTML. Only ``save`` writes files.
+for static PNG, or a plotly ``Figure`` for interactive HTML; ``report.figures.save`` writes.
 Every title says whether position 0 was skipped.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 import plotly.graph_objects as go
 from matplotlib import colormaps
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.cm import ScalarMappable
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
@@ -24,6 +22,7 @@ from plotly.subplots import make_subplots
 
 from geomlens.analyses.decomposition import LayerDecomposition
 from geomlens.analyses.spectra import gram_dct, gram_matrix, n_low_frequencies
+from geomlens.report.figures import new_figure, pick_layers
 from geomlens.stats.decomposition import DecompositionStats
 
 Array = npt.NDArray[np.float64]
@@ -31,28 +30,8 @@ Array = npt.NDArray[np.float64]
 SHARE_COLOURS = {"position": "#1f77b4", "context": "#ff7f0e", "residual": "#bbbbbb"}
 
 
-def _figure(width: float, height: float) -> Figure:
-    fig = Figure(figsize=(width, height), layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
-
-
 def _skip_note(skip_first: bool) -> str:
     return "position 0 skipped" if skip_first else "all positions"
-
-
-def pick_layers(layers: Sequence[int], max_panels: int = 6) -> list[int]:
-    """Up to ``max_panels`` layers spread evenly over ``layers`` (first and last included).
-
-    Args:
-        layers: available layer indices, in order.
-        max_panels: most layers to return.
-    """
-    layers = list(layers)
-    if len(layers) <= max_panels:
-        return layers
-    idx = np.unique(np.linspace(0, len(layers) - 1, max_panels).round().astype(int))
-    return [layers[i] for i in idx]
 
 
 def _select(
@@ -96,7 +75,7 @@ def shares_figure(results: Sequence[LayerDecomposition]) -> Figure:
     Args:
         results: one result per layer.
     """
-    fig = _figure(max(5.0, 0.25 * len(results) + 2.0), 3.5)
+    fig = new_figure(max(5.0, 0.25 * len(results) + 2.0), 3.5)
     ax = fig.add_subplot()
     x = np.arange(len(results))
     bottom = np.zeros(len(results))
@@ -122,7 +101,7 @@ def spectra_figure(results: Sequence[LayerDecomposition]) -> Figure:
     Args:
         results: one result per layer.
     """
-    fig = _figure(6.0, 4.0)
+    fig = new_figure(6.0, 4.0)
     ax = fig.add_subplot()
     layers = [r.layer for r in results]
     norm = Normalize(min(layers, default=0), max(layers, default=1))
@@ -153,7 +132,7 @@ def spiral_figure(
     chosen = _select(stats, layers, max_panels)
     ncols = min(3, len(chosen))
     nrows = -(-len(chosen) // ncols)
-    fig = _figure(3.6 * ncols, 3.4 * nrows)
+    fig = new_figure(3.6 * ncols, 3.4 * nrows)
     for i, s in enumerate(chosen):
         ax = fig.add_subplot(nrows, ncols, i + 1, projection="3d")
         xyz = principal_coordinates(s.pos, 3)
@@ -236,7 +215,7 @@ def gram_figure(
         n_freq: frequencies shown in the DCT panel.
     """
     chosen = _select(stats, layers, max_panels)
-    fig = _figure(3.2 * len(chosen), 6.2)
+    fig = new_figure(3.2 * len(chosen), 6.2)
     for i, s in enumerate(chosen):
         g = gram_matrix(s.pos)
         coef = gram_dct(g)
@@ -288,7 +267,7 @@ def context_figure(
         max_panels: most layers when ``layers`` is None.
     """
     chosen = _select(stats, layers, max_panels)
-    fig = _figure(3.4 * len(chosen) + 1.2, 3.4)
+    fig = new_figure(3.4 * len(chosen) + 1.2, 3.4)
     names: npt.NDArray[np.generic]
     if labels is None:
         names, codes = np.array(["all"]), np.zeros(chosen[0].n_contexts if chosen else 0, int)
@@ -310,27 +289,3 @@ def context_figure(
     skip = bool(chosen[0].skip_first) if chosen else False
     fig.suptitle(f"Context vectors, top-2 PCs ({_skip_note(skip)})")
     return fig
-
-
-def save(fig: Figure | go.Figure, path: str | Path, dpi: int = 150) -> Path:
-    """Write a figure: matplotlib to PNG (or any format by suffix), plotly to HTML.
-
-    The HTML embeds plotly.js (works offline) and uses a fixed div id from the file name.
-
-    Args:
-        fig: the figure.
-        path: where to write; parent folders are created.
-        dpi: resolution of raster images.
-
-    Returns:
-        The path written.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(fig, go.Figure):
-        if path.suffix.lower() not in (".html", ".htm"):
-            raise ValueError(f"plotly figures are saved as .html, not {path.suffix!r}")
-        fig.write_html(path, include_plotlyjs=True, full_html=True, div_id=f"fig-{path.stem}")
-    else:
-        fig.savefig(path, dpi=dpi, metadata={"Software": None} if path.suffix == ".png" else None)
-    return path

@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 from geomlens.analyses.head_probe import HeadProbe
 from geomlens.analyses.lens import Trajectory, TrajectoryMap
 from geomlens.analyses.sphere import TopTokens
-from geomlens.report.decomposition_figures import _figure, save
+from geomlens.report.figures import new_figure, save
 
 __all__ = [
     "cosine_figure",
@@ -52,7 +52,7 @@ def radius_figure(layers: Sequence[Mapping[str, Any]]) -> Figure:
     Args:
         layers: ``Orientation.layers`` rows (name, input_norm_mean/std, ones_share_mean, ...).
     """
-    fig = _figure(10, 4.2)
+    fig = new_figure(10, 4.2)
     ax, ax2 = fig.subplots(1, 2)
     groups: dict[str, list[Mapping[str, Any]]] = {}
     for row in layers:
@@ -95,7 +95,7 @@ def cosine_figure(cosines: Mapping[str, Mapping[str, Array]]) -> Figure:
     Args:
         cosines: norm name -> {"plain": [vocab], "affine": [vocab]}.
     """
-    fig = _figure(5 * max(len(cosines), 1), 3.6)
+    fig = new_figure(5 * max(len(cosines), 1), 3.6)
     axes = np.atleast_1d(fig.subplots(1, max(len(cosines), 1)))
     for ax, (name, c) in zip(axes, cosines.items(), strict=False):
         lo = float(min(np.min(c["plain"]), np.min(c["affine"])))
@@ -124,7 +124,7 @@ def top_tokens_figure(top: TopTokens) -> Figure:
             cols.append([_show(t) for t in top.tables[key][end]])
             headers.append(f"{names[key]} {end}")
     cells = [list(r) for r in zip(*cols, strict=True)]
-    fig = _figure(11, 0.32 * (top.k + 2) + 0.6)
+    fig = new_figure(11, 0.32 * (top.k + 2) + 0.6)
     ax = fig.subplots()
     ax.axis("off")
     table = ax.table(cellText=cells, colLabels=headers, loc="center", cellLoc="left")
@@ -144,7 +144,7 @@ def top_tokens_figure(top: TopTokens) -> Figure:
 def self_attention_figure(probe: HeadProbe) -> Figure:
     """Heatmap of each head's self-attention fraction among the probe nouns."""
     data = np.array(probe.self_fraction, dtype=float)
-    fig = _figure(max(4.0, 0.45 * data.shape[1] + 2), 0.5 * data.shape[0] + 1.6)
+    fig = new_figure(max(4.0, 0.45 * data.shape[1] + 2), 0.5 * data.shape[0] + 1.6)
     ax = fig.subplots()
     im = ax.imshow(data, vmin=0, vmax=1, cmap="viridis", aspect="auto")
     ax.set_yticks(range(len(probe.layers)), [f"block {x}" for x in probe.layers])
@@ -172,7 +172,7 @@ def lens_figure(traj: Trajectory) -> Figure:
     ranks = np.array(
         [[np.nan if r is None else r for r in row] for row in traj.next_rank], dtype=float
     )
-    fig = _figure(1.2 * T + 2.5, 0.22 * len(traj.layers) + 1.6)
+    fig = new_figure(1.2 * T + 2.5, 0.22 * len(traj.layers) + 1.6)
     ax = fig.subplots()
     finite = ranks[np.isfinite(ranks)]
     vmax = float(max(finite.max(), 2.0)) if finite.size else 2.0
@@ -241,7 +241,7 @@ def trajectory_figure_3d(m: TrajectoryMap, traj: Trajectory, tokens: Sequence[st
 
 def trajectory_figure_2d(m: TrajectoryMap, traj: Trajectory, tokens: Sequence[str]) -> Figure:
     """Static 2-D view of the trajectories: the first two axes of a UMAP (2 or 3 axes)."""
-    fig = _figure(7.5, 6)
+    fig = new_figure(7.5, 6)
     ax = fig.subplots()
     ax.scatter(m.token_xy[:, 0], m.token_xy[:, 1], s=2, c="#cccccc", label="vocabulary sample")
     cmap = colormaps["tab10"]

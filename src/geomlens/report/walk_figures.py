@@ -1,7 +1,7 @@
 """Figures of the walk analyses: similarity maps, encoding and decoding walks, kernels.
 
 Each function takes results and returns a figure (matplotlib on the Agg canvas, or plotly
-for the interactive similarity maps); ``decomposition_figures.save`` writes them.
+for the interactive similarity maps); ``geomlens.report.figures.save`` writes them.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from geomlens.analyses.kernels import EmpiricalKernel, T5BiasKernel
 from geomlens.analyses.refactor import RefactorResult
 from geomlens.analyses.similarity import SimilarityMaps
 from geomlens.analyses.walks import EncodingWalk, WalkProjection
-from geomlens.report.decomposition_figures import _figure, pick_layers
+from geomlens.report.figures import new_figure, pick_layers
 
 MAX_INTERACTIVE_LAYERS = 12
 """Cosine maps: up to 12 layers, stored as int16 thousandths; inner products: up to 8, float32."""
@@ -32,7 +32,7 @@ def _pick(names: Sequence[str], n: int) -> list[int]:
 def similarity_grid(maps: SimilarityMaps, metric: str = "cos") -> Figure:
     """Up to six layers' T x T maps (cosine on [-1, 1]; inner products per panel)."""
     idx = _pick(maps.layer_names, 6)
-    fig = _figure(2.2 * len(idx), 2.6)
+    fig = new_figure(2.2 * len(idx), 2.6)
     axes = fig.subplots(1, len(idx), squeeze=False)[0]
     data = maps.cos if metric == "cos" else maps.dot
     for ax, i in zip(axes, idx, strict=True):
@@ -103,7 +103,7 @@ def similarity_interactive(
 
 def walk_ranks_figure(walk: EncodingWalk) -> Figure:
     """Per layer: share of positions whose own / next token is among the k nearest."""
-    fig = _figure(9, 3.4)
+    fig = new_figure(9, 3.4)
     ax, hist = fig.subplots(1, 2, width_ratios=[2, 1])
     x = np.arange(len(walk.layer_names))
     for m, style in (("cos", "-"), ("dot", "--")):
@@ -137,7 +137,7 @@ def walk_table_figure(
     cells = [
         [decode(walk.top_cos[l, p, :1])[0][:12].replace(" ", "\u2423") for l in layers] for p in pos
     ]
-    fig = _figure(1.2 * len(layers) + 1.6, 0.35 * len(pos) + 1.0)
+    fig = new_figure(1.2 * len(layers) + 1.6, 0.35 * len(pos) + 1.0)
     ax = fig.subplots()
     ax.axis("off")
     table = ax.table(
@@ -154,7 +154,7 @@ def walk_table_figure(
 
 def decoding_figure(proj: WalkProjection, token_labels: Sequence[str]) -> Figure:
     """Decoding walks as paths among the token vectors (unit vectors, 2 principal axes)."""
-    fig = _figure(6.5, 5.5)
+    fig = new_figure(6.5, 5.5)
     ax = fig.subplots()
     ax.scatter(proj.token_xy[:, 0], proj.token_xy[:, 1], s=8, color="#999999")
     for (x, y), s in zip(proj.token_xy, token_labels, strict=True):
@@ -174,7 +174,7 @@ def decoding_figure(proj: WalkProjection, token_labels: Sequence[str]) -> Figure
 def kernels_figure(kernel: EmpiricalKernel, t5: Sequence[T5BiasKernel] = ()) -> Figure:
     """Mean attention by offset per layer (head mean), negative self-bias heads, T5 biases."""
     n = 3 if t5 else 2
-    fig = _figure(4.2 * n, 3.6)
+    fig = new_figure(4.2 * n, 3.6)
     axes = fig.subplots(1, n)
     cmap = colormaps["viridis"]
     L = kernel.attn.shape[0]
@@ -204,7 +204,7 @@ def kernels_figure(kernel: EmpiricalKernel, t5: Sequence[T5BiasKernel] = ()) -> 
 
 def refactor_figure(result: RefactorResult) -> Figure:
     """Mean |O_h| / |block input| per layer and head."""
-    fig = _figure(7, 3.4)
+    fig = new_figure(7, 3.4)
     ax = fig.subplots()
     im = ax.imshow(result.head_norm_rel.T, aspect="auto", cmap="magma")
     fig.colorbar(im, ax=ax)
