@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
-from geomlens.capture.store import ActivationStore
+from geomlens.capture.store import ActivationStore, save_atomic
 from geomlens.errors import GeomlensError
 from geomlens.stats import DecompositionAccumulator
 
@@ -122,9 +122,7 @@ class RunFolder:
     def save_checkpoint(self, state: dict[str, torch.Tensor], batches_done: int) -> None:
         """Save accumulator state after ``batches_done`` batches (atomic: state, then progress)."""
         self.checkpoint_dir.mkdir(exist_ok=True)
-        tmp = self.checkpoint_dir / "state.tmp"
-        save_file(state, str(tmp))
-        os.replace(tmp, self.checkpoint_dir / f"state_{batches_done:05d}.safetensors")
+        save_atomic(state, self.checkpoint_dir / f"state_{batches_done:05d}.safetensors")
         write_json(self.checkpoint_dir / "progress.json", {"batches_done": batches_done})
         for old in self.checkpoint_dir.glob("state_*.safetensors"):
             if old.name != f"state_{batches_done:05d}.safetensors":
@@ -145,11 +143,7 @@ class RunFolder:
     def save_stats(self, name: str, state: dict[str, torch.Tensor]) -> Path:
         folder = self.path / "stats"
         folder.mkdir(exist_ok=True)
-        final = folder / f"{name}.safetensors"
-        tmp = final.with_suffix(".tmp")
-        save_file(state, str(tmp))
-        os.replace(tmp, final)
-        return final
+        return save_atomic(state, folder / f"{name}.safetensors")
 
     def merge_metrics(self, section: str, values: Any) -> None:
         """Set one section of metrics.json, keeping the others."""

@@ -110,20 +110,6 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def variance_shares(stats: DecompositionStats) -> tuple[float, float, float]:
-    """(share_pos, share_ctx, share_resid) of the total sum of squares (nan when it is 0).
-
-    Args:
-        stats: one layer's decomposition statistics.
-    """
-    if not stats.total_ss > 0:
-        return math.nan, math.nan, math.nan
-    c, t = stats.n_contexts, stats.length
-    s_pos = c * float(np.sum(stats.pos**2)) / stats.total_ss
-    s_ctx = t * float(np.sum(stats.ctx**2)) / stats.total_ss
-    return s_pos, s_ctx, 1.0 - s_pos - s_ctx
-
-
 def relative_norms(
     stats: DecompositionStats, pos_top: float | None = None
 ) -> tuple[float | None, float | None]:
@@ -183,7 +169,7 @@ def analyse_layer(
     ctx = np.asarray(stats.ctx, dtype=np.float64)
     _, svals, vt = np.linalg.svd(pos, full_matrices=False)
     top = float(svals[0]) if svals.size else 0.0
-    share_pos, share_ctx, share_resid = variance_shares(stats)
+    share_pos, share_ctx, share_resid = stats.shares
     rel_norm, rel_norm_centred = relative_norms(stats, top)
 
     rank = spectra.screenot_rank(pos, top=top)

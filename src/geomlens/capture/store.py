@@ -16,6 +16,14 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 
+def save_atomic(tensors: dict[str, torch.Tensor], path: Path) -> Path:
+    """Write a safetensors file so that readers see either nothing or the whole file."""
+    tmp = path.with_suffix(".tmp")
+    save_file(tensors, str(tmp))
+    os.replace(tmp, path)
+    return path
+
+
 def shard_path(folder: Path, batch: int) -> Path:
     return folder / f"shard_{batch:05d}.safetensors"
 
@@ -38,11 +46,7 @@ def write_shard(
     }
     for layer, h in hidden.items():
         tensors[f"layer_{layer}"] = h.to(device="cpu", dtype=dtype).contiguous()
-    final = shard_path(folder, batch)
-    tmp = final.with_suffix(".tmp")
-    save_file(tensors, str(tmp))
-    os.replace(tmp, final)
-    return final
+    return save_atomic(tensors, shard_path(folder, batch))
 
 
 class ActivationStore:

@@ -167,7 +167,6 @@ class ModelView:
     W_E: torch.Tensor
     W_pos: torch.Tensor | None
     W_U: torch.Tensor
-    tied: bool
     final_norm: NormView | None
     blocks: tuple[BlockView, ...]
     position: PositionScheme
@@ -181,6 +180,11 @@ class ModelView:
     def n_hidden_layers(self) -> int:
         """Hidden-state layers: the embedding output plus one per block."""
         return self.n_layers + 1
+
+    @property
+    def tied(self) -> bool:
+        """Whether W_U is the same storage as W_E (tied embeddings)."""
+        return self.W_U.data_ptr() == self.W_E.data_ptr()
 
     @property
     def device(self) -> torch.device:

@@ -8,6 +8,7 @@ states) the second-moment matrix ``sum h h^T``. All sums are float64.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -49,10 +50,10 @@ class DecompositionStats:
 
     @property
     def shares(self) -> tuple[float, float, float]:
-        """(share_pos, share_ctx, share_resid): parts of total_ss; they sum to 1."""
+        """(share_pos, share_ctx, share_resid): parts of total_ss; they sum to 1 (nan if 0)."""
         c, t = self.n_contexts, self.length
-        if self.total_ss <= 0:
-            return 0.0, 0.0, 0.0
+        if not self.total_ss > 0:
+            return math.nan, math.nan, math.nan
         s_pos = c * float(np.sum(self.pos**2)) / self.total_ss
         s_ctx = t * float(np.sum(self.ctx**2)) / self.total_ss
         return s_pos, s_ctx, 1.0 - s_pos - s_ctx

@@ -83,7 +83,6 @@ def build_bert(model: Any, tokenizer: Any, name: str, source: str) -> ModelView:
         W_E=W_E,
         W_pos=base.embeddings.position_embeddings.weight.detach(),
         W_U=W_U,
-        tied=W_U.data_ptr() == W_E.data_ptr(),
         final_norm=None,
         embedding_norm=norm_view(base.embeddings.LayerNorm, "layernorm"),
         blocks=tuple(blocks),

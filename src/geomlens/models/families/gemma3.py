@@ -114,7 +114,6 @@ def build_gemma3(model: Any, tokenizer: Any, name: str, source: str) -> ModelVie
         W_E=W_E,
         W_pos=None,
         W_U=W_U,
-        tied=W_U.data_ptr() == W_E.data_ptr(),
         final_norm=_rms(base.norm),
         blocks=tuple(blocks),
         position=PositionScheme(

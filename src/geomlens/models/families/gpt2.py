@@ -87,7 +87,6 @@ def build_gpt2(model: Any, tokenizer: Any, name: str, source: str) -> ModelView:
         W_E=W_E,
         W_pos=base.wpe.weight.detach(),
         W_U=W_U,
-        tied=W_U.data_ptr() == W_E.data_ptr(),
         final_norm=norm_view(base.ln_f, "layernorm"),
         blocks=tuple(blocks),
         position=PositionScheme(kind="learned"),

@@ -114,7 +114,6 @@ def build_llama(model: Any, tokenizer: Any, name: str, source: str) -> ModelView
         W_E=W_E,
         W_pos=None,
         W_U=W_U,
-        tied=W_U.data_ptr() == W_E.data_ptr(),
         final_norm=norm_view(base.norm, "rmsnorm", "variance_epsilon"),
         blocks=tuple(blocks),
         position=PositionScheme(

@@ -161,7 +161,6 @@ def build_t5(model: Any, tokenizer: Any, name: str, source: str) -> ModelView:
         W_E=W_E,
         W_pos=None,
         W_U=W_U,
-        tied=W_U.data_ptr() == W_E.data_ptr(),
         final_norm=_rms(final_stack.final_layer_norm),
         blocks=tuple(blocks),
         position=PositionScheme(
