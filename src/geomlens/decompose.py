@@ -8,6 +8,7 @@ figures to ``figures/``.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from geomlens.models.view import ModelView
 from geomlens.pipeline import run_command
 from geomlens.report import attention_figures as attn_figs
 from geomlens.report import decomposition_figures as figs
-from geomlens.report.figures import pick_layers, save_all
+from geomlens.report.figures import pick_layers, save_all, save_in_background
 from geomlens.runfolder import Run, RunFolder, write_json
 from geomlens.stats import DecompositionAccumulator
 
@@ -126,7 +127,11 @@ def analyse_decomposition(skip_first: bool, seed: int):  # type: ignore[no-untyp
         folder: RunFolder, view: ModelView, windows: Windows, acc: DecompositionAccumulator
     ) -> None:
         labels = np.asarray(windows.labels)
+        out = folder.path / "figures"
         primary = analyse_layers(acc, labels, skip_first=skip_first, seed=seed)
+        # The decomposition figures render in a forked process while the rest is computed.
+        figures = decomposition_figures(acc, primary, windows)
+        wait = save_in_background([(fig, out / name) for fig, name in figures])
         other = analyse_layers(acc, labels, skip_first=not skip_first, seed=seed)
         folder.merge_metrics(
             "decomposition",
@@ -136,21 +141,19 @@ def analyse_decomposition(skip_first: bool, seed: int):  # type: ignore[no-untyp
                 "other_view": {"skip_first": not skip_first, "layers": layer_rows(other)},
             },
         )
-        write_json(
-            folder.path / "decomposition_spectra.json",
-            {
-                ("skip_first" if r.skip_first else "all_positions"): {
-                    str(x.layer): list(x.pos_singular_values) for x in rs
-                }
-                for rs in (primary, other)
-                for r in rs[:1]
-            },
-        )
-        figures = decomposition_figures(acc, primary, windows)
-        attention = attention_in_basis(view, windows, acc, primary, figures)
+        spectra = {
+            ("skip_first" if results[0].skip_first else "all_positions"): {
+                str(r.layer): list(r.pos_singular_values) for r in results
+            }
+            for results in (primary, other)
+        }
+        write_json(folder.path / "decomposition_spectra.json", spectra)
+        attention_figures: list[tuple[Any, str]] = []
+        attention = attention_in_basis(view, windows, acc, primary, attention_figures)
         folder.merge_metrics("attention", attention)
-        folder.merge_metrics("induction", induction(view, seed, figures))
-        save_all([(fig, folder.path / "figures" / name) for fig, name in figures])
+        folder.merge_metrics("induction", induction(view, seed, attention_figures))
+        save_all([(fig, out / name) for fig, name in attention_figures])
+        wait()
 
     return analyse
 
@@ -160,9 +163,7 @@ def run_decompose(
 ) -> Run:
     """Capture (with second moments) and analyse the position/context decomposition."""
     if not config.second_moment:
-        config = CaptureConfig(
-            **{**config.to_dict(), "layers": config.layers, "second_moment": True}
-        )
+        config = dataclasses.replace(config, second_moment=True)
     return run_command(
         "decompose",
         config,

@@ -7,7 +7,7 @@ PNG, or plotly figures for self-contained interactive HTML.
 from __future__ import annotations
 
 import multiprocessing as mp
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -64,28 +64,38 @@ def save(fig: Figure | go.Figure, path: str | Path, dpi: int = DPI) -> Path:
     return path
 
 
-_PENDING: list[tuple[Figure | go.Figure, Path]] = []
+Figures = Sequence[tuple[Figure | go.Figure, str | Path]]
 
 
-def _save_pending(index: int) -> str:
-    fig, path = _PENDING[index]
-    return str(save(fig, path))
+def _save_each(figures: Figures) -> None:
+    for fig, path in figures:
+        save(fig, path)
 
 
-def save_all(figures: Sequence[tuple[Figure | go.Figure, str | Path]], workers: int = 2) -> None:
-    """Write many figures, rendering them in parallel where the platform can fork.
+def save_in_background(figures: Figures) -> Callable[[], None]:
+    """Start writing figures in a forked process; returns a function that waits for it.
 
-    Rendering dominates the cost of figures (about a second each on a slow core); forked
-    workers inherit the built figures, so nothing is pickled but the file names.
+    Rendering dominates the cost of figures (about a second each on a slow core), so it can
+    overlap with other work. A forked child inherits the built figures: nothing is pickled.
+    Where the platform cannot fork, the figures are written before this returns.
     """
-    global _PENDING
-    _PENDING = [(fig, Path(path)) for fig, path in figures]
-    try:
-        if workers > 1 and len(_PENDING) > 1 and "fork" in mp.get_all_start_methods():
-            with mp.get_context("fork").Pool(min(workers, len(_PENDING))) as pool:
-                pool.map(_save_pending, range(len(_PENDING)), chunksize=1)
-        else:
-            for i in range(len(_PENDING)):
-                _save_pending(i)
-    finally:
-        _PENDING = []
+    if "fork" not in mp.get_all_start_methods() or not figures:
+        _save_each(figures)
+        return lambda: None
+    child = mp.get_context("fork").Process(target=_save_each, args=(list(figures),))
+    child.start()
+
+    def wait() -> None:
+        child.join()
+        if child.exitcode != 0:
+            raise RuntimeError(f"writing figures failed (exit code {child.exitcode})")
+
+    return wait
+
+
+def save_all(figures: Figures) -> None:
+    """Write many figures, half of them in a forked process alongside this one."""
+    half = len(figures) // 2
+    wait = save_in_background(figures[:half])
+    _save_each(figures[half:])
+    wait()
