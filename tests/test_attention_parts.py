@@ -14,7 +14,12 @@ from geomlens.analyses.attention_parts import (
     rotary_cos_sin,
     split_logits,
 )
-from geomlens.analyses.qk_basis import fit_low_rank_diagonal, qk_positional_basis, rotation
+from geomlens.analyses.qk_basis import (
+    fit_low_rank_diagonal,
+    fit_low_rank_diagonal_many,
+    qk_positional_basis,
+    rotation,
+)
 from geomlens.capture.hooks import hidden_states
 from geomlens.models import BUNDLED, ModelView, load_model
 from geomlens.report import attention_figures, figures
@@ -151,6 +156,13 @@ def test_low_rank_diagonal_fit() -> None:
     assert noise.residual > 0.5
     again = fit_low_rank_diagonal(planted, rank=2, iterations=2000)
     assert np.array_equal(again.low_rank, fit.low_rank)
+    # fitted together (one batched SVD per step), each matrix gets its own fit exactly
+    noise_matrix = rng.standard_normal((k, k))
+    both = fit_low_rank_diagonal_many(np.stack([planted, noise_matrix]), rank=2, iterations=2000)
+    assert np.array_equal(both[0].low_rank, fit.low_rank)
+    alone = fit_low_rank_diagonal(noise_matrix, rank=2, iterations=2000)
+    assert np.array_equal(both[1].low_rank, alone.low_rank)
+    assert both[1].residual == alone.residual
 
 
 def test_qk_basis_real_smollm2(smollm2_eager: ModelView, smollm2_layer) -> None:

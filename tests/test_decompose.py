@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from geomlens.capture import CaptureConfig
@@ -111,3 +112,19 @@ def test_cli_prints_a_table(capsys, minilm_run):
     assert main([*args, "--quiet", "--out", str(minilm_run.path)]) == 0
     out = capsys.readouterr().out
     assert "share_pos" in out and "decomposition written to" in out
+
+
+def test_principal_coordinates_equal_the_svd():
+    from geomlens.report.decomposition_figures import principal_coordinates
+
+    rng = np.random.default_rng(0)
+    for shape in ((30, 50), (50, 30)):
+        x = rng.standard_normal(shape) * np.linspace(3, 1, shape[1])
+        centred = x - x.mean(0)
+        u, s, _ = np.linalg.svd(centred, full_matrices=False)
+        expected = u[:, :3] * s[:3]
+        got = principal_coordinates(x, 3)
+        for j in range(3):  # equal up to the sign chosen for each axis
+            sign = np.sign(got[:, j] @ expected[:, j])
+            np.testing.assert_allclose(got[:, j], sign * expected[:, j], atol=1e-8)
+        assert np.abs(got).max(0).tolist() == got.max(0).tolist()  # largest entry positive

@@ -160,6 +160,21 @@ def test_energy_rank_and_screenot_bound():
     assert spectra.screenot_rank(1e-6 * (low + 0.01 * rng.standard_normal((20, 64)))) == 2
 
 
+def test_screenot_rank_equals_the_package_on_the_matrix():
+    from screenot import adaptiveHardThresholding
+
+    rng = np.random.default_rng(1)
+    for rank, shape in ((3, (64, 96)), (7, (120, 80)), (1, (40, 40))):
+        x = rng.standard_normal((shape[0], rank)) @ rng.standard_normal((rank, shape[1]))
+        x = x + 0.3 * rng.standard_normal(shape)
+        top = np.linalg.norm(x, ord=2)
+        k = spectra.screenot_bound(shape)
+        _, _, expected = adaptiveHardThresholding(x / top, k, strategy="i")
+        svals = spectra.singular_values(x)
+        assert spectra.screenot_rank(x, svals=svals) == expected
+        assert spectra.screenot_rank(x) == expected
+
+
 def test_rel_norm_matches_direct_svd(noisy):
     p, acc = noisy
     r = analyse_layer(acc.finalize(0))

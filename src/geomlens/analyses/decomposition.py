@@ -172,7 +172,7 @@ def analyse_layer(
     share_pos, share_ctx, share_resid = stats.shares
     rel_norm, rel_norm_centred = relative_norms(stats, top)
 
-    rank = spectra.screenot_rank(pos, top=top)
+    rank = spectra.screenot_rank(pos, svals=svals)
     rank95 = spectra.energy_rank(svals, 0.95)
     gram = spectra.gram_matrix(pos)
     inc = incoherence.incoherence(pos, ctx, rank95, seed=seed, pos_svd=(svals, vt))

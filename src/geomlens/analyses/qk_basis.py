@@ -115,20 +115,49 @@ def fit_low_rank_diagonal(
         iterations: the most alternations.
         tol: relative change of L below which the fit has converged.
     """
-    M = np.asarray(matrix, dtype=np.float64)
+    return fit_low_rank_diagonal_many(np.asarray(matrix)[None], rank, iterations, tol)[0]
+
+
+def fit_low_rank_diagonal_many(
+    matrices: Array,
+    rank: int = DEFAULT_RANK,
+    iterations: int = DEFAULT_ITERATIONS,
+    tol: float = 1e-9,
+) -> list[LowRankDiagonalFit]:
+    """``fit_low_rank_diagonal`` of each of n matrices, all alternating in one batched SVD.
+
+    A matrix whose fit has converged is left as it is while the others go on, so each
+    result equals the fit of that matrix alone.
+
+    Args:
+        matrices: [n, k, k] the matrices M.
+        rank: r.
+        iterations: the most alternations.
+        tol: relative change of L below which a fit has converged.
+    """
+    M = np.asarray(matrices, dtype=np.float64)
+    n, k, _ = M.shape
+    eye = np.eye(k, dtype=bool)
     L = np.zeros_like(M)
-    D = np.zeros(M.shape[0])
-    scale = max(float(np.linalg.norm(M)), 1e-300)
+    scale = np.maximum(np.linalg.norm(M, axis=(1, 2)), 1e-300)
+    active = np.ones(n, dtype=bool)
     for _ in range(iterations):
-        D = np.diag(M - L).copy()
-        U, s, Vt = np.linalg.svd(M - np.diag(D))
-        previous, L = L, (U[:, :rank] * s[:rank]) @ Vt[:rank]
-        if np.linalg.norm(L - previous) <= tol * scale:
+        if not active.any():
             break
-    D = np.diag(M - L).copy()
-    norm = float(np.linalg.norm(M))
-    residual = float(np.linalg.norm(M - L - np.diag(D))) / norm if norm > 0 else float("nan")
-    return LowRankDiagonalFit(low_rank=L, diagonal=D, residual=residual)
+        rest = M[active] - L[active]
+        U, s, Vt = np.linalg.svd(M[active] - rest * eye)  # M - diag(M - L), batched
+        new = (U[:, :, :rank] * s[:, None, :rank]) @ Vt[:, :rank]
+        moved = np.linalg.norm(new - L[active], axis=(1, 2))
+        L[active] = new
+        still = moved > tol * scale[active]
+        active[np.flatnonzero(active)[~still]] = False
+    fits = []
+    for m, low in zip(M, L, strict=True):
+        D = np.diag(m - low).copy()
+        norm = float(np.linalg.norm(m))
+        residual = float(np.linalg.norm(m - low - np.diag(D))) / norm if norm > 0 else float("nan")
+        fits.append(LowRankDiagonalFit(low_rank=low, diagonal=D, residual=residual))
+    return fits
 
 
 def positional_basis(stats: DecompositionStats, k: int) -> tuple[Array, Array]:
@@ -208,19 +237,22 @@ def qk_positional_basis(
     U, sv = positional_basis(stats, k)
     Ut = torch.as_tensor(U)
     qk = head_qk(view, layer, rotary_offset)
+    chosen = list(range(view.n_heads) if heads is None else heads)
+    matrices = np.stack([(Ut.T @ qk[h] @ Ut).numpy() for h in chosen])
+    gaussians = np.stack([np.random.default_rng(seed + h).standard_normal((k, k)) for h in chosen])
+    fits = fit_low_rank_diagonal_many(np.concatenate([matrices, gaussians]), rank, iterations)
     results = []
-    for h in range(view.n_heads) if heads is None else heads:
-        M = (Ut.T @ qk[h] @ Ut).numpy()
-        rng = np.random.default_rng(seed + h)
-        baseline = fit_low_rank_diagonal(rng.standard_normal((k, k)), rank, iterations)
+    for i, h in enumerate(chosen):
         total = float(torch.linalg.norm(qk[h]))
         results.append(
             HeadQK(
                 head=int(h),
-                matrix=M,
-                fit=fit_low_rank_diagonal(M, rank, iterations),
-                baseline_residual=baseline.residual,
-                share_in_basis=float(np.linalg.norm(M)) / total if total > 0 else float("nan"),
+                matrix=matrices[i],
+                fit=fits[i],
+                baseline_residual=fits[len(chosen) + i].residual,
+                share_in_basis=float(np.linalg.norm(matrices[i])) / total
+                if total > 0
+                else float("nan"),
             )
         )
     return QKBasis(

