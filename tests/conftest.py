@@ -24,3 +24,9 @@ def bbc():
     from geomlens.corpus import load_corpus
 
     return load_corpus("bbc")
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    """pytest-playwright drives Debian's chromium (Playwright's own download is unavailable)."""
+    return {**browser_type_launch_args, "executable_path": "/usr/bin/chromium"}

@@ -7,6 +7,7 @@ PNG, or plotly figures for self-contained interactive HTML.
 from __future__ import annotations
 
 import multiprocessing as mp
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -42,7 +43,8 @@ def pick_layers(layers: Sequence[int], max_panels: int = 6) -> list[int]:
 def save(fig: Figure | go.Figure, path: str | Path, dpi: int = DPI) -> Path:
     """Write a figure: matplotlib to PNG (or any format by suffix), plotly to HTML.
 
-    The HTML embeds plotly.js (works offline) and uses a fixed div id from the file name.
+    The HTML embeds plotly.js (works offline) and uses a fixed div id from the file name;
+    beside it, ``<stem>.plotly.json`` holds the figure alone (for report.html).
     PNG metadata carries no software version, so equal figures give equal files.
 
     Args:
@@ -59,8 +61,13 @@ def save(fig: Figure | go.Figure, path: str | Path, dpi: int = DPI) -> Path:
         if path.suffix.lower() not in (".html", ".htm"):
             raise ValueError(f"plotly figures are saved as .html, not {path.suffix!r}")
         fig.write_html(path, include_plotlyjs=True, full_html=True, div_id=f"fig-{path.stem}")
+        # The figure's data and layout, for report.html to embed without a second plotly.js.
+        path.with_suffix(".plotly.json").write_text(fig.to_json(), encoding="utf-8")
     else:
-        fig.savefig(path, dpi=dpi, metadata={"Software": None} if path.suffix == ".png" else None)
+        with warnings.catch_warnings():  # tokens in scripts the font lacks draw as boxes
+            warnings.filterwarnings("ignore", message="Glyph .* missing from font")
+            metadata = {"Software": None} if path.suffix == ".png" else None
+            fig.savefig(path, dpi=dpi, metadata=metadata)
     return path
 
 

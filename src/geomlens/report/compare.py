@@ -1,0 +1,129 @@
+"""``geomlens compare``: the per-layer position/context numbers of several runs side by side.
+
+Like Table 1 of Song & Zhong (2023): per model, the relative norm of the positional part,
+its ScreeNOT rank and the share of singular-value mass it explains; here for every layer
+and with the variance shares beside them. Reads the "decomposition" section of each run
+(``decompose`` or ``report``) and writes ``compare.html`` (self-contained) and
+``compare.csv``.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import statistics
+from pathlib import Path
+from typing import Any
+
+import plotly.offline
+
+from geomlens.errors import GeomlensError
+from geomlens.report import interactive as plots
+from geomlens.report.claims import skip_first_layers
+from geomlens.report.html import escape, plot, section, table
+from geomlens.report.page import LOADER, STYLE
+from geomlens.runfolder import Run, open_run
+
+COLUMNS = ("share_pos", "share_ctx", "rel_norm_pos", "pos_rank", "pos_explained", "pos_low_freq")
+
+
+def label(run: Run) -> str:
+    """A run's name in the table: its model, then its folder."""
+    model = run.manifest.get("model", {}).get("name", run.config.get("model"))
+    return f"{model} ({run.path.name})"
+
+
+def load_runs(paths: list[str | Path]) -> list[Run]:
+    """Open each run; refuse one without a decomposition, naming it."""
+    if len(paths) < 1:
+        raise GeomlensError("compare needs at least one run folder.")
+    runs = []
+    for p in paths:
+        run = open_run(p)
+        if not skip_first_layers(run.metrics):
+            raise GeomlensError(
+                f"{p} holds no position/context decomposition; give folders of "
+                "'geomlens decompose' or 'geomlens report'."
+            )
+        runs.append(run)
+    return runs
+
+
+def long_rows(runs: list[Run]) -> list[list[Any]]:
+    """One row per run and layer: run, layer, relative depth, then COLUMNS."""
+    rows = []
+    for run in runs:
+        layers = skip_first_layers(run.metrics)
+        depth = max(len(layers) - 1, 1)
+        for i, r in enumerate(layers):
+            rows.append([label(run), r["layer"], round(i / depth, 4), *[r.get(c) for c in COLUMNS]])
+    return rows
+
+
+def summary_rows(runs: list[Run]) -> list[list[Any]]:
+    """Table 1: per run, medians over layers (position 0 skipped)."""
+    rows = []
+    for run in runs:
+        layers = skip_first_layers(run.metrics)
+        med = {
+            c: statistics.median([r[c] for r in layers if r.get(c) is not None] or [float("nan")])
+            for c in COLUMNS
+        }
+        rows.append([label(run), len(layers), *[med[c] for c in COLUMNS]])
+    return rows
+
+
+def write_compare(paths: list[str | Path], out: str | Path) -> Path:
+    """Write compare.html and compare.csv into ``out``; return the HTML path."""
+    runs = load_runs(paths)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    long = long_rows(runs)
+    header = ["run", "layer", "depth", *COLUMNS]
+    with open(out / "compare.csv", "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(long)
+    figures = "".join(
+        plot(depth_figure(runs, key), f"plot-{key}", f"{key} by relative depth")
+        for key in ("share_pos", "rel_norm_pos", "pos_rank")
+    )
+    body = section(
+        "table1",
+        "Medians over layers (position 0 skipped)",
+        table(["run", "layers", *COLUMNS], summary_rows(runs)),
+    )
+    body += section("figures", "By relative depth", figures)
+    body += section("layers", "Every layer", table(header, long))
+    title = "geomlens comparison: " + ", ".join(label(r) for r in runs)
+    page = (
+        '<!DOCTYPE html><html lang="en" class="no-js"><head><meta charset="utf-8">'
+        f"<title>{escape(title)}</title><style>{STYLE}</style>"
+        f"<script>{plotly.offline.get_plotlyjs()}</script></head><body>"
+        '<nav><a href="#table1">Table 1</a><a href="#figures">Figures</a>'
+        '<a href="#layers">Every layer</a></nav>'
+        f"<main><h1>{escape(title)}</h1>{body}</main><script>{LOADER}</script></body></html>"
+    )
+    target = out / "compare.html"
+    tmp = target.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(page, encoding="utf-8")
+    os.replace(tmp, target)
+    return target
+
+
+def depth_figure(runs: list[Run], key: str) -> dict[str, Any]:
+    """One line per run: ``key`` against relative depth (0 = embeddings, 1 = last layer)."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for run in runs:
+        layers = skip_first_layers(run.metrics)
+        depth = max(len(layers) - 1, 1)
+        fig.add_scatter(
+            x=[i / depth for i in range(len(layers))],
+            y=[r.get(key) for r in layers],
+            mode="lines+markers",
+            name=label(run),
+        )
+    fig.update_layout(title={"text": key}, xaxis={"title": {"text": "relative depth"}}, height=340)
+    return plots.as_dict(fig)

@@ -1,0 +1,66 @@
+"""Figures of the concept-space tests: schemes against the model's own baseline.
+
+``schemes_bar`` draws one horizontal bar per scheme (its accuracy over the baseline's,
+with the 95% bootstrap interval), best first, a line at 1 where a scheme does as well as
+reading the text, and one at chance. ``geomlens.report.figures.save`` writes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from geomlens.report.figures import new_figure
+
+MAX_BARS = 30
+
+
+def schemes_bar(
+    results: Sequence[dict[str, Any]],
+    *,
+    baseline_acc: float,
+    chance: float | None = None,
+    title: str = "",
+    key: str = "normalised_vs_acc",
+    max_bars: int = MAX_BARS,
+) -> Figure:
+    """Normalised accuracy per scheme with its 95% interval (results sorted best first).
+
+    Args:
+        results: scheme results, each with "label" and "summary" holding ``key`` and
+            ``key + "_ci"``; already ranked.
+        baseline_acc: the baseline accuracy the scores are divided by (shown in the title).
+        chance: mean of 1/n_choices over the items; drawn as chance / baseline_acc.
+        title: the figure's title (task and model).
+        key: the summary entry drawn.
+        max_bars: at most this many schemes (the best).
+    """
+    rows = [r for r in results if r["summary"].get(key) is not None][:max_bars]
+    n = max(1, len(rows))
+    fig = new_figure(8.0, 1.2 + 0.28 * n)
+    ax = fig.subplots()
+    y = np.arange(len(rows))[::-1]
+    vals = np.array([r["summary"][key] for r in rows], dtype=float)
+    ci = np.array([r["summary"][f"{key}_ci"] for r in rows], dtype=float).reshape(-1, 2)
+    colours = ["tab:blue" if r["label"].startswith("P:") else "tab:orange" for r in rows]
+    if len(rows):
+        err = np.abs(np.stack([vals - ci[:, 0], ci[:, 1] - vals]))
+        ax.barh(y, vals, xerr=err, color=colours, ecolor="0.3", capsize=2, height=0.7)
+        ax.set_yticks(y, [r["label"] for r in rows], fontsize=7, family="monospace")
+    ax.axvline(1.0, color="k", lw=1, ls="--", label="baseline (reads the text)")
+    if chance is not None and baseline_acc > 0:
+        ax.axvline(chance / baseline_acc, color="0.5", lw=1, ls=":", label="chance")
+    ax.set_xlabel(f"accuracy / baseline accuracy ({baseline_acc:.3f}), 95% bootstrap interval")
+    handles, _ = ax.get_legend_handles_labels()
+    handles += [
+        Patch(color="tab:blue", label="test 1: pyramidal"),
+        Patch(color="tab:orange", label="test 2: similarity"),
+    ]
+    ax.legend(handles=handles, fontsize=7, loc="lower right")
+    ax.set_title(title or "concept-space tests", fontsize=10)
+    ax.set_xlim(left=0)
+    return fig

@@ -1,0 +1,127 @@
+"""Interactive plotly figures of numbers already in metrics.json, for report pages.
+
+Each function returns a plotly figure as a plain dict (``{"data": ..., "layout": ...}``)
+that the page embeds as JSON; nothing here computes a statistic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import plotly.graph_objects as go
+
+SHARE_COLOURS = {"share_pos": "#1f77b4", "share_ctx": "#ff7f0e", "share_resid": "#bbbbbb"}
+PART_COLOURS = ("#1f77b4", "#9467bd", "#2ca02c", "#ff7f0e", "#bbbbbb")
+
+
+def as_dict(fig: go.Figure) -> dict[str, Any]:
+    """The figure as JSON-ready data and layout (numpy arrays as lists)."""
+    data: dict[str, Any] = fig.to_plotly_json()
+    return {"data": data["data"], "layout": data["layout"]}
+
+
+def _layout(title: str, xaxis: str, yaxis: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "title": {"text": title},
+        "xaxis": {"title": {"text": xaxis}},
+        "yaxis": {"title": {"text": yaxis}},
+        "height": 360,
+        "margin": {"l": 60, "r": 20, "t": 50, "b": 50},
+        "template": "plotly_white",
+        **extra,
+    }
+
+
+def shares(views: Sequence[tuple[str, Sequence[dict[str, Any]]]]) -> dict[str, Any]:
+    """Stacked variance shares per layer, one group of bars per view of position 0."""
+    fig = go.Figure()
+    for v, (view_name, rows) in enumerate(views):
+        layers = [str(r["layer"]) for r in rows]
+        for key, colour in SHARE_COLOURS.items():
+            fig.add_bar(
+                x=layers,
+                y=[r[key] for r in rows],
+                name=f"{key.removeprefix('share_')} ({view_name})",
+                marker={"color": colour, "opacity": 1.0 if v == 0 else 0.55},
+                offsetgroup=str(v),
+                legendgroup=view_name,
+            )
+    fig.update_layout(**_layout("Variance shares by layer", "layer", "share of variance"))
+    fig.update_layout(barmode="relative")
+    return as_dict(fig)
+
+
+def per_layer(
+    rows: Sequence[dict[str, Any]], keys: Sequence[str], title: str, yaxis: str, log: bool = False
+) -> dict[str, Any]:
+    """One line per key over layers."""
+    fig = go.Figure()
+    for key in keys:
+        fig.add_scatter(
+            x=[r["layer"] for r in rows],
+            y=[r.get(key) for r in rows],
+            mode="lines+markers",
+            name=key,
+        )
+    fig.update_layout(**_layout(title, "layer", yaxis))
+    if log:
+        fig.update_yaxes(type="log")
+    return as_dict(fig)
+
+
+def spectra(spectra_by_layer: dict[str, Sequence[float]], title: str) -> dict[str, Any]:
+    """Singular values of the positional part, one line per layer, log scale."""
+    fig = go.Figure()
+    for layer, values in sorted(spectra_by_layer.items(), key=lambda kv: int(kv[0])):
+        top = values[0] if values else 0.0
+        kept = [s for s in values if top > 0 and s > top * 1e-10]
+        fig.add_scatter(
+            y=kept, x=list(range(1, len(kept) + 1)), mode="lines", name=f"layer {layer}"
+        )
+    fig.update_layout(**_layout(title, "index", "singular value"))
+    fig.update_yaxes(type="log")
+    return as_dict(fig)
+
+
+def attention_parts(blocks: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Each logit part's share of variance per head, stacked, one group of bars per block."""
+    fig = go.Figure()
+    for b, block in enumerate(blocks):
+        heads = [f"b{block['layer']}h{h}" for h in range(len(block["share"]))]
+        for p, name in enumerate(block["parts"]):
+            fig.add_bar(
+                x=heads,
+                y=[row[p] for row in block["share"]],
+                name=name,
+                marker={"color": PART_COLOURS[p % len(PART_COLOURS)]},
+                legendgroup=name,
+                showlegend=b == 0,
+            )
+    fig.update_layout(
+        **_layout("Attention logit parts per head", "block and head", "share of logit variance")
+    )
+    fig.update_layout(barmode="relative")
+    return as_dict(fig)
+
+
+def bars(
+    labels: Sequence[str],
+    values: Sequence[float | None],
+    title: str,
+    yaxis: str,
+    errors: Sequence[tuple[float, float]] | None = None,
+) -> dict[str, Any]:
+    """Plain bars, with optional [low, high] error bars."""
+    fig = go.Figure()
+    error_y = None
+    if errors is not None:
+        error_y = {
+            "type": "data",
+            "symmetric": False,
+            "array": [hi - (v or 0.0) for v, (_, hi) in zip(values, errors, strict=True)],
+            "arrayminus": [(v or 0.0) - lo for v, (lo, _) in zip(values, errors, strict=True)],
+        }
+    fig.add_bar(x=list(labels), y=list(values), error_y=error_y)
+    fig.update_layout(**_layout(title, "", yaxis))
+    return as_dict(fig)

@@ -1,0 +1,171 @@
+"""``geomlens report``: every analysis on one capture, then one self-contained report.html.
+
+One capture pass (with second moments) feeds the position/context decomposition; the
+sphere, walk and concept stages read the same windows and the same loaded model. Each
+stage records itself as finished in ``stages.json`` once its numbers and figures are on
+disk, so an interrupted report resumes at the first unfinished stage and the final
+metrics.json equals an uninterrupted run's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from geomlens.capture.capture import CaptureConfig
+from geomlens.corpus import Windows
+from geomlens.decompose import analyse_decomposition
+from geomlens.models import load_model
+from geomlens.models.view import ModelView
+from geomlens.pipeline import run_command
+from geomlens.report.page import write_report
+from geomlens.runfolder import Run, RunFolder, open_run, write_json
+from geomlens.sphere import DEFAULT_PROMPT, analyse_sphere, load_nouns
+from geomlens.stats import DecompositionAccumulator
+from geomlens.walk import KERNEL_WINDOWS, TOP_K, analyse_walk, default_text
+
+Stage = Callable[[RunFolder, ModelView, Windows, DecompositionAccumulator], None]
+
+WALK_GENERATE = 8
+"""Tokens generated in the report's decoding walks (decoders only)."""
+
+CONCEPT_LIMIT = 40
+"""Items of the multiple-choice task scored in the report (a small default slice)."""
+
+
+@contextmanager
+def eager_attention(view: ModelView) -> Iterator[None]:
+    """Switch a loaded model to eager attention (attention weights) and back."""
+    model: Any = view.model
+    previous = view.config._attn_implementation
+    if previous == "eager":
+        yield
+        return
+    model.set_attn_implementation("eager")
+    try:
+        yield
+    finally:
+        model.set_attn_implementation(previous)
+
+
+def staged(stages: list[tuple[str, str, Stage]], progress: bool) -> Stage:
+    """Run stages in order, skipping those ``stages.json`` records as finished."""
+
+    def analyse(
+        folder: RunFolder, view: ModelView, windows: Windows, acc: DecompositionAccumulator
+    ) -> None:
+        record = folder.path / "stages.json"
+        done: list[str] = json.loads(record.read_text()) if record.exists() else []
+        for i, (name, title, stage) in enumerate(stages, start=1):
+            prefix = f"[{i}/{len(stages)}] {title}"
+            if name in done:
+                if progress:
+                    print(f"{prefix}: already done", file=sys.stderr)
+                continue
+            if progress:
+                print(f"{prefix} ...", file=sys.stderr, flush=True)
+            started = time.perf_counter()
+            stage(folder, view, windows, acc)
+            done.append(name)
+            write_json(record, done)
+            if progress:
+                elapsed = time.perf_counter() - started
+                print(f"{prefix}: done in {elapsed:.0f} s", file=sys.stderr, flush=True)
+
+    return analyse
+
+
+def walk_stage(seed: int, generate: int) -> Stage:
+    """The walk analyses under eager attention (its kernels read attention weights)."""
+
+    def analyse(
+        folder: RunFolder, view: ModelView, windows: Windows, acc: DecompositionAccumulator
+    ) -> None:
+        n = 0 if view.is_encoder else generate
+        with eager_attention(view):
+            analyse_walk(default_text(), n, TOP_K, KERNEL_WINDOWS, seed)(folder, view, windows, acc)
+
+    return analyse
+
+
+def concepts_stage(task: str | None, limit: int, seed: int) -> Stage:
+    """The concept-space tests on a small slice of a task (decoders only)."""
+
+    def analyse(
+        folder: RunFolder, view: ModelView, windows: Windows, acc: DecompositionAccumulator
+    ) -> None:
+        from geomlens.concepts.report import concepts_for_report
+
+        folder.merge_metrics("concepts", concepts_for_report(view, folder, task, limit, seed))
+
+    return analyse
+
+
+def run_report(
+    config: CaptureConfig,
+    out: str | Path,
+    *,
+    task: str | None = None,
+    limit: int = CONCEPT_LIMIT,
+    skip_first: bool = False,
+    view: ModelView | None = None,
+    progress: bool = True,
+    checkpoint_every_s: float = 30.0,
+) -> Run:
+    """Every analysis the model supports on one capture, then ``DIR/report.html``.
+
+    Args:
+        config: the capture config (second moments are switched on).
+        out: the run folder.
+        task: the multiple-choice task of the concept tests (None: the default task).
+        limit: items of that task scored.
+        skip_first: the primary view of position 0 (both views are computed and shown).
+        view: a model already loaded for ``config.model``.
+        progress: progress bars and stage lines on stderr.
+        checkpoint_every_s: how often the capture saves resumable progress.
+    """
+    config = dataclasses.replace(config, second_moment=True)
+    if view is None:
+        config.validate()
+        view = load_model(
+            config.model,
+            device=config.device,
+            dtype=config.dtype,
+            trust_remote_code=config.trust_remote_code,
+        )
+    words = load_nouns(None)
+    stages: list[tuple[str, str, Stage]] = [
+        ("decomposition", "position and context", analyse_decomposition(skip_first, config.seed)),
+        (
+            "sphere",
+            "layer norm and the hypersphere",
+            analyse_sphere(config, words, DEFAULT_PROMPT, None),
+        ),
+        ("walk", "movement through embedding space", walk_stage(config.seed, WALK_GENERATE)),
+    ]
+    if not view.is_encoder:
+        stages.append(("concepts", "concept-space tests", concepts_stage(task, limit, config.seed)))
+    options = {
+        "skip_first": skip_first,
+        "task": task,
+        "limit": limit,
+        "walk_generate": WALK_GENERATE,
+    }
+    run = run_command(
+        "report",
+        config,
+        out,
+        options=options,
+        analyse=staged(stages, progress),
+        view=view,
+        progress=progress,
+        checkpoint_every_s=checkpoint_every_s,
+    )
+    write_report(run.path)
+    return open_run(run.path)

@@ -1,0 +1,141 @@
+"""``geomlens report`` and ``geomlens compare``: one run on real MiniLM weights, read back."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from geomlens.capture import CaptureConfig
+from geomlens.cli import main
+from geomlens.models import ModelView
+from geomlens.report.claims import claims
+from geomlens.report.page import SECTIONS, write_report
+from geomlens.report_command import run_report
+
+CONFIG = CaptureConfig(model="minilm-l6", contexts=16, length=64, batch_size=8)
+
+
+@pytest.fixture(scope="module")
+def report_run(tmp_path_factory, minilm: ModelView) -> Path:
+    out = tmp_path_factory.mktemp("report") / "run"
+    run_report(CONFIG, out, view=minilm, progress=False)
+    return out
+
+
+def test_report_holds_every_analysis(report_run: Path) -> None:
+    metrics = json.loads((report_run / "metrics.json").read_text())
+    for section in ("capture", "decomposition", "attention", "sphere", "walk"):
+        assert section in metrics
+    assert json.loads((report_run / "stages.json").read_text()) == [
+        "decomposition",
+        "sphere",
+        "walk",
+    ]
+    page = (report_run / "report.html").read_text(encoding="utf-8")
+    for anchor, _ in SECTIONS:
+        if anchor != "concepts":  # MiniLM is an encoder: no concept tests
+            assert f'<section id="{anchor}">' in page
+    # self-contained: no external script, style or image is referenced
+    assert not re.search(r"<(script|link|img)[^>]+(src|href)=\"(https?:)?//", page)
+    assert "<noscript>" in page and "data:image/png;base64," in page
+    # every claim has a verdict decided by a number of this run
+    found = claims(metrics)
+    assert len(found) >= 9
+    measured = [c for c in found if not c.verdict.startswith("not measured")]
+    assert len(measured) >= 8 and all(c.value != "–" for c in measured)
+
+
+def test_interrupted_report_resumes_to_identical_metrics(
+    report_run: Path, tmp_path: Path, minilm: ModelView, monkeypatch
+) -> None:
+    import geomlens.report_command as rc
+
+    real_walk = rc.walk_stage
+
+    def interrupted(*args, **kwargs):
+        def stage(*a, **k):
+            raise KeyboardInterrupt
+
+        return stage
+
+    monkeypatch.setattr(rc, "walk_stage", interrupted)
+    out = tmp_path / "again"
+    with pytest.raises(KeyboardInterrupt):
+        run_report(CONFIG, out, view=minilm, progress=False)
+    assert json.loads((out / "stages.json").read_text()) == ["decomposition", "sphere"]
+    monkeypatch.setattr(rc, "walk_stage", real_walk)
+    run_report(CONFIG, out, view=minilm, progress=False)
+    assert (out / "metrics.json").read_bytes() == (report_run / "metrics.json").read_bytes()
+
+
+def test_untrusted_text_is_shown_not_run(report_run: Path, tmp_path: Path, page) -> None:
+    """Prompts, token strings and names with markup appear as text and never execute."""
+    evil = '<script>window.pwned=1</script><img src=x onerror="window.pwned=2">'
+    run = tmp_path / "evil"
+    shutil.copytree(report_run, run)
+    metrics = json.loads((run / "metrics.json").read_text())
+    metrics["sphere"]["prompt"] = evil
+    metrics["sphere"]["trajectory"]["prediction"] = evil
+    metrics["sphere"]["top_tokens"]["norm"]["top"][0] = evil
+    metrics["sphere"]["trajectory"]["top5"][0] = [evil] * 5
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["model"]["name"] = evil
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    html = write_report(run).read_text(encoding="utf-8")
+    assert evil not in html
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: dialogs.append(d.message))
+    page.goto((run / "report.html").as_uri(), wait_until="domcontentloaded", timeout=180_000)
+    assert page.evaluate("window.pwned === undefined")
+    assert page.locator("#sphere").get_by_text(evil, exact=False).count() >= 1
+    assert dialogs == []
+
+
+def test_report_in_a_real_browser(report_run: Path, page, output_path) -> None:
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto((report_run / "report.html").as_uri(), wait_until="domcontentloaded", timeout=180_000)
+    page.wait_for_function(
+        "[...document.querySelectorAll('div.plot')].every(d => d.querySelector('.main-svg'))",
+        timeout=180_000,
+    )
+    plots = page.locator("div.plot")
+    assert plots.count() >= 6
+    for i in range(plots.count()):  # every figure container drew something
+        box = plots.nth(i).bounding_box()
+        assert box is not None and box["height"] > 100
+        assert plots.nth(i).locator(".main-svg").count() >= 1
+    links = page.locator("nav a")
+    assert links.count() >= 6
+    for i in range(links.count()):  # the navigation reaches every section
+        target = links.nth(i).get_attribute("href")
+        links.nth(i).click()
+        page.wait_for_function(f"location.hash === '{target}'")
+        top = page.locator(target).evaluate("e => e.getBoundingClientRect().top")
+        assert abs(top) < 80, target
+    Path(output_path).mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(Path(output_path) / "report.png"), full_page=False)
+    assert (Path(output_path) / "report.png").stat().st_size > 10_000
+    assert errors == []
+
+
+def test_compare_two_runs(report_run: Path, tmp_path: Path, capsys) -> None:
+    other = tmp_path / "second"
+    shutil.copytree(report_run, other)
+    assert main(["compare", str(report_run), str(other), "--out", str(tmp_path / "cmp")]) == 0
+    rows = (tmp_path / "cmp" / "compare.csv").read_text().splitlines()
+    assert len(rows) == 1 + 2 * 7  # header + two runs x 7 hidden-state layers
+    html = (tmp_path / "cmp" / "compare.html").read_text()
+    assert "(run)" in html and "(second)" in html
+
+
+def test_compare_refuses_a_folder_that_is_not_a_run(tmp_path: Path, capsys) -> None:
+    assert main(["compare", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("geomlens: error:")
