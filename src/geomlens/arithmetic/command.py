@@ -1,0 +1,259 @@
+"""``geomlens arithmetic``: train, evaluate by operand length, measure the geometry.
+
+One run folder: ``manifest.json``, ``metrics.json`` (section "arithmetic"), ``model/`` and
+``control/`` (weights, training history, a checkpoint while training runs) and
+``figures/``. A rerun with the same config resumes an interrupted training from its last
+checkpoint and reuses a finished run as it is.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from geomlens.arithmetic.config import ArithmeticConfig
+from geomlens.arithmetic.data import Problems, make_problems
+from geomlens.arithmetic.evaluate import accuracy_by_length, eval_problems, range_means
+from geomlens.arithmetic.geometry import GEOMETRY_STREAM, Geometry, grid_length, measure
+from geomlens.arithmetic.model import model_view
+from geomlens.arithmetic.train import StepHook, Trained, train
+from geomlens.report import arithmetic_figures as figs
+from geomlens.report.figures import save_all
+from geomlens.runfolder import Run, RunFolder, open_run, package_versions
+
+CONTROL_POSITIONS = "sorted random subset of 0..n_positions-1 per training sequence"
+
+
+def rounded(value: Any, digits: int = 9) -> Any:
+    """Floats rounded (non-finite ones become None), recursively: deterministic JSON."""
+    if isinstance(value, dict):
+        return {str(k): rounded(v, digits) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [rounded(v, digits) for v in value]
+    if isinstance(value, (float, np.floating)):
+        return round(float(value), digits) if math.isfinite(value) else None
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
+
+
+@contextmanager
+def torch_threads(n: int | None) -> Iterator[None]:
+    """Run with ``n`` torch CPU threads (None: leave as is), restoring the count after."""
+    previous = torch.get_num_threads()
+    if n is not None:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def geometry_lengths(config: ArithmeticConfig) -> list[int]:
+    """The longest training length, and the longest test length when it is longer."""
+    lengths = [config.train_digits[1]]
+    if config.test_digits[1] > config.train_digits[1]:
+        lengths.append(config.test_digits[1])
+    return lengths
+
+
+def geometry_problems(config: ArithmeticConfig, n: int) -> Problems:
+    rng = np.random.default_rng([config.seed, GEOMETRY_STREAM, n])
+    return make_problems(
+        rng, n, config.geometry_contexts, reverse=config.reverse_output, carry=config.carry
+    )
+
+
+def model_section(
+    config: ArithmeticConfig,
+    trained: Trained,
+    problems: dict[int, Problems],
+    geometry: list[Geometry],
+) -> dict[str, Any]:
+    """The numbers of one trained model: final accuracy, history, geometry."""
+    acc = accuracy_by_length(trained.model, problems)
+    inside, outside = range_means(acc, config.train_lengths)
+    return {
+        "accuracy_by_length": {str(n): a for n, a in acc.items()},
+        "accuracy_in_range": inside,
+        "accuracy_out_of_range": outside,
+        "checkpoints": trained.history.evals,
+        "loss_curve": trained.history.loss,
+        "geometry": [g.to_dict() for g in geometry],
+    }
+
+
+def figures(
+    config: ArithmeticConfig,
+    sections: dict[str, dict[str, Any]],
+    geometry: dict[str, list[Geometry]],
+) -> list[tuple[Any, str]]:
+    """Every figure of the study, with its file name."""
+    curves = {
+        name: {int(n): a for n, a in s["accuracy_by_length"].items()}
+        for name, s in sections.items()
+    }
+    histories = {
+        name: {"loss": s["loss_curve"], "evals": s["checkpoints"]} for name, s in sections.items()
+    }
+    rows = [
+        (f"{name}, {g.operand_length} digits", g.stats, g.trained_positions)
+        for name, geos in geometry.items()
+        for g in geos
+    ]
+    main = geometry["model"][0]
+    shares = [[float(h[0]) for h in a.share] for a in main.attention]
+    return [
+        (figs.accuracy_figure(curves, config.train_digits), "arithmetic_accuracy.png"),
+        (figs.training_figure(histories), "arithmetic_training.png"),
+        (figs.gram_grid(rows), "arithmetic_gram.png"),
+        (
+            figs.pos_pos_figure(main.pos_pos, shares, f"model, {main.operand_length} digits"),
+            "arithmetic_pos_pos.png",
+        ),
+    ]
+
+
+def run_arithmetic(
+    config: ArithmeticConfig,
+    out: str | Path,
+    *,
+    progress: bool = True,
+    on_step: StepHook | None = None,
+) -> Run:
+    """Train the model (and the control), evaluate it per operand length, measure its
+    positional geometry, and write everything to the run folder ``out``.
+
+    Args:
+        config: a validated configuration (``make_config``).
+        out: the run folder.
+        progress: show progress bars.
+        on_step: called after every training step with (steps done, stop request).
+    """
+    config.validate()
+    folder = RunFolder(out)
+    full_config = {**config.to_dict(), "command": "arithmetic"}
+    if folder.claim(full_config) == "complete":
+        print(f"{folder.path} already holds this run; reusing it.", file=sys.stderr)
+        return open_run(folder.path)
+    started = time.time()
+    manifest: dict[str, Any] = {
+        "command": "arithmetic",
+        "config": full_config,
+        "status": "running",
+        "versions": package_versions(),
+        "model": {
+            "family": "gpt2",
+            "n_layers": config.layers,
+            "n_heads": config.heads,
+            "d_model": config.d_model,
+            "n_positions": config.shape.n_positions,
+        },
+        "device": config.device,
+    }
+    folder.write_manifest(manifest)
+    with torch_threads(config.threads):
+        problems = eval_problems(
+            config.seed,
+            config.test_lengths,
+            config.eval_samples,
+            reverse=config.reverse_output,
+            carry=config.carry,
+        )
+        names = ["model", "control"] if config.control else ["model"]
+        sections: dict[str, dict[str, Any]] = {}
+        geometry: dict[str, list[Geometry]] = {}
+        seconds: dict[str, float] = {}
+        for name in names:
+            trained = train(
+                config,
+                folder.path / name,
+                problems,
+                randomise_positions=name == "control",
+                progress=progress,
+                label=name,
+                on_step=on_step,
+            )
+            seconds[name] = trained.history.seconds
+            view = model_view(trained.model, name=f"arithmetic-{name}", source=str(folder.path))
+            trained_positions = (
+                config.shape.n_positions
+                if name == "control"
+                else grid_length(config.train_digits[1])
+            )
+            geometry[name] = [
+                measure(
+                    view,
+                    geometry_problems(config, n),
+                    trained_positions=trained_positions,
+                    attention_contexts=config.attention_contexts,
+                    seed=config.seed,
+                )
+                for n in geometry_lengths(config)
+            ]
+            sections[name] = model_section(config, trained, problems, geometry[name])
+    figure_list = figures(config, sections, geometry)
+    save_all([(fig, folder.path / "figures" / name) for fig, name in figure_list])
+    main = sections["model"]
+    metrics = {
+        "train_range": list(config.train_digits),
+        "test_range": list(config.test_digits),
+        "reverse_output": config.reverse_output,
+        "carry": config.carry,
+        "seed": config.seed,
+        "eval_samples": config.eval_samples,
+        "skip_first": False,
+        **main,
+        "control": (
+            {"position_ids": CONTROL_POSITIONS, **sections["control"]}
+            if "control" in sections
+            else None
+        ),
+    }
+    folder.merge_metrics("arithmetic", rounded(metrics))
+    manifest.update(
+        status="complete",
+        timing={
+            "wall_seconds": time.time() - started,
+            **{f"train_seconds_{k}": v for k, v in seconds.items()},
+        },
+    )
+    folder.write_manifest(manifest)
+    return open_run(folder.path)
+
+
+def summary_lines(run: Run) -> list[str]:
+    """A few lines for the terminal: accuracy per length, and smoothness per layer."""
+    m = run.metrics["arithmetic"]
+    lo, hi = m["train_range"]
+    lines = [f"  exact match by operand length (trained on {lo}-{hi} digits):"]
+    for name, section in (("model", m), ("control", m.get("control"))):
+        if section is None:
+            continue
+        cells = ", ".join(
+            f"{n}:{a:.3f}"
+            for n, a in sorted(section["accuracy_by_length"].items(), key=lambda x: int(x[0]))
+        )
+        inside, outside = section["accuracy_in_range"], section["accuracy_out_of_range"]
+        out_text = "n/a" if outside is None else f"{outside:.3f}"
+        lines.append(f"  {name}: {cells}")
+        lines.append(f"  {name}: in range {inside:.3f}, out of range {out_text}")
+    g = m["geometry"][0]
+    lines.append(
+        f"  positional geometry at {g['operand_length']} digits (T={g['n_positions']}): "
+        "layer share_pos pos_rank pos_low_freq pos_smoothness"
+    )
+    for row in g["layers"]:
+        lines.append(
+            f"  {row['layer']:5d} {row['share_pos']:9.3f} {row['pos_rank']:8d}"
+            f" {row['pos_low_freq']:12.3f} {row['pos_smoothness']:14.3f}"
+        )
+    return lines

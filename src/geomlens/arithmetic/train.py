@@ -1,0 +1,371 @@
+"""Training with AdamW and a cosine schedule, checkpointed and resumable.
+
+Every step's batch is a function of (seed, step), so a run resumed from a checkpoint
+(model, optimizer, scheduler, step, random state) continues exactly as if it had never
+stopped. Ctrl-C or SIGTERM stops at the next step boundary after saving a checkpoint.
+
+The control model sees randomised position ids while training: for each sequence of a
+batch of width L, a sorted random subset of L ids out of 0..n_positions-1 (randomised
+positional encodings, Ruoss et al. 2023), so every row of the position table is trained.
+It is evaluated and measured with the usual ids 0, 1, 2, ... like the main model.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors.torch import load_model, save_model
+from tqdm.auto import tqdm
+
+from geomlens.arithmetic.config import ArithmeticConfig
+from geomlens.arithmetic.data import Dataset, Problems, TrainBatch, train_batch
+from geomlens.arithmetic.evaluate import accuracy_by_length, range_means
+from geomlens.arithmetic.model import build_model
+from geomlens.capture.interrupt import StopRequest, stop_at_batch_boundary
+from geomlens.errors import GeomlensError
+
+TRAIN_STREAM, POSITION_STREAM = 1, 2
+"""Seed-sequence tags of the fresh training problems and of the random position ids."""
+
+LOG_POINTS = 200
+"""Points kept of the loss curve (mean loss over each stretch of steps)."""
+
+
+@dataclass
+class History:
+    """What training records: the loss curve and an evaluation per checkpoint.
+
+    Attributes:
+        loss: [[step, mean loss over the steps since the previous point], ...].
+        evals: [{"step", "accuracy_by_length", "accuracy_in_range",
+            "accuracy_out_of_range"}, ...] one per checkpoint.
+        seconds: training time summed over sessions.
+    """
+
+    loss: list[list[float]] = field(default_factory=list)
+    evals: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_json(self) -> str:
+        return json.dumps({"loss": self.loss, "evals": self.evals, "seconds": self.seconds})
+
+    @classmethod
+    def from_json(cls, text: str) -> History:
+        data = json.loads(text)
+        return cls(loss=data["loss"], evals=data["evals"], seconds=data["seconds"])
+
+
+@dataclass
+class Trained:
+    """A trained model and its history; ``resumed_from`` is the step a session resumed at."""
+
+    model: Any
+    history: History
+    resumed_from: int | None = None
+
+
+def lr_factor(step: int, warmup: int, total: int) -> float:
+    """Linear warm-up over ``warmup`` steps, then cosine decay to zero at ``total``."""
+    if step < warmup:
+        return (step + 1) / warmup
+    progress = (step - warmup) / max(1, total - warmup)
+    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+
+def make_optimizer(
+    model: torch.nn.Module, config: ArithmeticConfig
+) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+    """AdamW (weight decay on matrices and embeddings, none on biases and norms) and its
+    schedule."""
+    decay: list[torch.nn.Parameter] = []
+    no_decay: list[torch.nn.Parameter] = []
+    for param in model.parameters():
+        (decay if param.ndim >= 2 else no_decay).append(param)
+    optimizer = torch.optim.AdamW(
+        [
+            {"params": decay, "weight_decay": config.weight_decay},
+            {"params": no_decay, "weight_decay": 0.0},
+        ],
+        lr=config.lr,
+        betas=(0.9, 0.98),
+    )
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: lr_factor(step, config.warmup, config.steps)
+    )
+    return optimizer, schedule
+
+
+def random_position_ids(
+    rng: np.random.Generator, batch: int, width: int, n_positions: int
+) -> torch.Tensor:
+    """[batch, width] sorted random subsets of 0..n_positions-1 (one per row)."""
+    keys = rng.random((batch, n_positions))
+    ids = np.sort(np.argsort(keys, axis=1)[:, :width], axis=1)
+    return torch.from_numpy(ids.astype(np.int64))
+
+
+class BatchSource:
+    """The batch (and position ids) of any step, from the config and the seed alone."""
+
+    def __init__(self, config: ArithmeticConfig, randomise_positions: bool) -> None:
+        self.config = config
+        self.randomise = randomise_positions
+        self.dataset = (
+            Dataset(
+                config.seed,
+                config.train_lengths,
+                config.train_samples,
+                reverse=config.reverse_output,
+                carry=config.carry,
+            )
+            if config.train_samples
+            else None
+        )
+
+    def __call__(self, step: int) -> tuple[TrainBatch, torch.Tensor | None]:
+        c = self.config
+        if self.dataset is not None:
+            batch = self.dataset.batch(step, c.batch_size)
+        else:
+            rng = np.random.default_rng([c.seed, TRAIN_STREAM, step])
+            batch = train_batch(
+                rng, c.train_lengths, c.batch_size, reverse=c.reverse_output, carry=c.carry
+            )
+        positions = None
+        if self.randomise:
+            rng = np.random.default_rng([c.seed, POSITION_STREAM, step])
+            b, width = batch.tokens.shape
+            positions = random_position_ids(rng, b, width, c.shape.n_positions)
+        return batch, positions
+
+
+def loss_on(
+    model: Any, batch: TrainBatch, positions: torch.Tensor | None, device: torch.device
+) -> torch.Tensor:
+    """Mean cross-entropy of the answer tokens (padding and prompts carry no loss).
+
+    Right padding needs no attention mask: causal attention never lets a real token see
+    the padding after it.
+    """
+    tokens = torch.from_numpy(batch.tokens).to(device)
+    targets = torch.from_numpy(batch.targets).to(device)
+    kwargs: dict[str, Any] = {"input_ids": tokens, "use_cache": False}
+    if positions is not None:
+        kwargs["position_ids"] = positions.to(device)
+    logits = model(**kwargs).logits
+    return torch.nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100
+    )
+
+
+# --------------------------------------------------------------------------- files
+
+
+def _save_atomic(obj: Any, path: Path) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def _rng_state() -> dict[str, Any]:
+    state: dict[str, Any] = {"torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+class TrainFolder:
+    """Where one model's training lives: ``checkpoint.pt`` while it runs, then
+    ``model.safetensors`` and ``history.json`` when it is done."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.path / "checkpoint.pt"
+
+    @property
+    def weights(self) -> Path:
+        return self.path / "model.safetensors"
+
+    @property
+    def history(self) -> Path:
+        return self.path / "history.json"
+
+    def save_checkpoint(
+        self,
+        model: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        schedule: torch.optim.lr_scheduler.LRScheduler,
+        step: int,
+        history: History,
+        running: torch.Tensor,
+    ) -> None:
+        """Save everything a resumed session needs (``running``: the loss summed since the
+        last point of the curve)."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        state = {
+            "running": running.detach().cpu(),
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "schedule": schedule.state_dict(),
+            "step": step,
+            "rng": _rng_state(),
+            "history": history.to_json(),
+        }
+        _save_atomic(state, self.checkpoint)
+
+    def load_checkpoint(self) -> dict[str, Any] | None:
+        """The saved state, on the CPU (loading it into the model and optimizer moves it)."""
+        if not self.checkpoint.exists():
+            return None
+        return dict(torch.load(self.checkpoint, map_location="cpu", weights_only=True))
+
+    def save_final(self, model: torch.nn.Module, history: History) -> None:
+        """History first, weights last: the weights file marks training as finished."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        (self.path / "history.json.tmp").write_text(history.to_json())
+        os.replace(self.path / "history.json.tmp", self.history)
+        tmp = self.path / "model.safetensors.tmp"
+        save_model(model, str(tmp))
+        os.replace(tmp, self.weights)
+        self.checkpoint.unlink(missing_ok=True)
+
+    def load_final(self, model: torch.nn.Module) -> History | None:
+        if not self.weights.exists():
+            return None
+        load_model(model, str(self.weights))
+        return History.from_json(self.history.read_text())
+
+
+# --------------------------------------------------------------------------- training
+
+
+StepHook = Callable[[int, StopRequest], None]
+
+
+def evaluate_checkpoint(
+    model: Any, config: ArithmeticConfig, problems: dict[int, Problems], step: int
+) -> dict[str, Any]:
+    """Accuracy per test length on the first ``checkpoint_eval_samples`` problems."""
+    acc = accuracy_by_length(model, problems, limit=config.checkpoint_eval_samples)
+    inside, outside = range_means(acc, config.train_lengths)
+    return {
+        "step": step,
+        "accuracy_by_length": {str(n): a for n, a in acc.items()},
+        "accuracy_in_range": inside,
+        "accuracy_out_of_range": outside,
+    }
+
+
+def train(
+    config: ArithmeticConfig,
+    folder: Path,
+    problems: dict[int, Problems],
+    *,
+    randomise_positions: bool = False,
+    progress: bool = True,
+    label: str = "model",
+    on_step: StepHook | None = None,
+) -> Trained:
+    """Train one model to ``config.steps``, resuming from ``folder`` where it stopped.
+
+    Args:
+        config: the run's configuration.
+        folder: this model's training folder (checkpoint, then final weights).
+        problems: the evaluation problems (checkpoint evaluations use the first
+            ``config.checkpoint_eval_samples`` of each length).
+        randomise_positions: train on random sorted position ids (the control).
+        progress: show a progress bar.
+        label: the model's name in messages.
+        on_step: called after every step with (steps done, stop request) (tests use it
+            to interrupt).
+
+    Returns:
+        The trained model (on ``config.device``, in eval mode) and its history.
+
+    Raises:
+        GeomlensError: on SIGINT/SIGTERM, after saving a checkpoint.
+    """
+    device = torch.device(config.device)
+    tf = TrainFolder(folder)
+    model = build_model(config.shape, config.seed).to(device)
+    finished = tf.load_final(model)
+    if finished is not None:
+        return Trained(model.eval(), finished)
+    optimizer, schedule = make_optimizer(model, config)
+    history, start = History(), 0
+    running = torch.zeros((), device=device)
+    saved = tf.load_checkpoint()
+    if saved is not None:
+        running = saved["running"].to(device)
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        schedule.load_state_dict(saved["schedule"])
+        _set_rng_state(saved["rng"])
+        history, start = History.from_json(saved["history"]), int(saved["step"])
+    source = BatchSource(config, randomise_positions)
+    log_every = max(1, config.steps // LOG_POINTS)
+    model.train()
+    bar = tqdm(
+        total=config.steps,
+        initial=start,
+        desc=f"train {label}",
+        unit="step",
+        disable=not progress,
+        dynamic_ncols=True,
+    )
+    t0 = time.perf_counter()
+    with stop_at_batch_boundary() as stop:
+        for step in range(start, config.steps):
+            batch, positions = source(step)
+            loss = loss_on(model, batch, positions, device)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            schedule.step()
+            running += loss.detach()
+            done = step + 1
+            bar.update(1)
+            if done % log_every == 0:
+                mean = float(running) / log_every
+                history.loss.append([done, mean])
+                running.zero_()
+                bar.set_postfix(loss=f"{mean:.4f}")
+            if on_step is not None:
+                on_step(done, stop)
+            if done % config.checkpoint_every == 0 or done == config.steps:
+                history.evals.append(evaluate_checkpoint(model, config, problems, done))
+            at_checkpoint = done % config.checkpoint_every == 0 or stop.requested
+            if at_checkpoint and done < config.steps:
+                history.seconds += time.perf_counter() - t0
+                t0 = time.perf_counter()
+                tf.save_checkpoint(model, optimizer, schedule, done, history, running)
+            if stop.requested and done < config.steps:
+                bar.close()
+                raise GeomlensError(
+                    f"interrupted ({stop.signal_name}) while training the {label} at step "
+                    f"{done} of {config.steps}; progress is saved in {tf.path}: rerun the "
+                    "same command to resume."
+                )
+    bar.close()
+    history.seconds += time.perf_counter() - t0
+    tf.save_final(model, history)
+    return Trained(model.eval(), history, resumed_from=start if saved is not None else None)

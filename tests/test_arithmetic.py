@@ -1,0 +1,284 @@
+"""The addition study: data, exact-match counting, training, resume, the command end to end."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from geomlens.arithmetic import data as D
+from geomlens.arithmetic.command import run_arithmetic
+from geomlens.arithmetic.config import make_config
+from geomlens.arithmetic.evaluate import accuracy_by_length, exact_match, greedy_answers
+from geomlens.arithmetic.model import build_model, model_view
+from geomlens.arithmetic.train import BatchSource, TrainFolder, loss_on, train
+from geomlens.cli import main
+from geomlens.errors import GeomlensError
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny models train faster on one thread than on two contended ones."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+def tiny(**overrides):
+    """A config small enough to train in a second or two."""
+    values = dict(
+        train_digits="2-3",
+        test_digits="1-4",
+        layers=1,
+        heads=2,
+        d_model=16,
+        steps=6,
+        batch_size=16,
+        lr=3e-3,
+        warmup=2,
+        train_samples=0,
+        checkpoint_every=3,
+        checkpoint_eval_samples=4,
+        eval_samples=8,
+        geometry_contexts=8,
+        attention_contexts=3,
+        control=False,
+        threads=1,
+        seed=3,
+    )
+    values.update(overrides)
+    return make_config("quick", **values)
+
+
+# --------------------------------------------------------------------------- data
+
+
+@pytest.mark.parametrize("reverse", [True, False])
+@pytest.mark.parametrize("carry", [True, False])
+def test_every_generated_answer_is_right(reverse, carry):
+    rng = np.random.default_rng(0)
+    for n in (1, 2, 5, 12):
+        p = D.make_problems(rng, n, 300, reverse=reverse, carry=carry)
+        assert p.tokens.shape == (300, D.sequence_length(n))
+        for row in p.tokens:
+            text = D.decode(row)
+            a, rest = text.split("+")
+            b, answer = rest.split("=")
+            assert len(a) == len(b) == n and len(answer) == n + 1
+            if n > 1:
+                assert a[0] != "0" and b[0] != "0"
+            written = answer[::-1] if reverse else answer
+            assert int(written) == int(a) + int(b)
+            if not carry:
+                assert all(int(x) + int(y) <= 9 for x, y in zip(a, b, strict=True))
+        digits = D.answer_digits(p.answers, reverse)
+        a_int = D.digits_to_int(p.tokens[:, :n])
+        b_int = D.digits_to_int(p.tokens[:, n + 1 : 2 * n + 1])
+        assert D.digits_to_int(digits) == [x + y for x, y in zip(a_int, b_int, strict=True)]
+
+
+def test_carries_happen_only_when_asked():
+    rng = np.random.default_rng(1)
+    a, b = D.random_operands(rng, 6, 500, carry=True)
+    assert D.add_digits(a, b)[1].max() > 0
+    a, b = D.random_operands(rng, 6, 500, carry=False)
+    assert D.add_digits(a, b)[1].max() == 0
+
+
+def test_reversal_round_trips():
+    p = D.make_problems(np.random.default_rng(2), 4, 50, reverse=True)
+    q = D.make_problems(np.random.default_rng(2), 4, 50, reverse=False)
+    assert np.array_equal(p.prompts, q.prompts)
+    assert np.array_equal(D.answer_digits(p.answers, True), q.answers)
+    assert np.array_equal(D.answer_digits(D.answer_digits(p.answers, True), True), p.answers)
+    assert D.decode(D.encode("12+34=640")) == "12+34=640"
+
+
+def test_batches_pad_right_and_predict_only_answers():
+    batch = D.train_batch(np.random.default_rng(0), range(2, 4), 8)
+    assert batch.tokens.shape == (8, D.sequence_length(3))
+    short = batch.tokens[0]  # lengths are in order: the first rows have 2 digits
+    assert D.decode(short).endswith("___") and D.decode(short)[2] == "+"
+    targets = batch.targets[0]
+    kept = np.nonzero(targets != -100)[0]
+    assert kept.tolist() == list(range(D.prompt_length(2) - 1, D.sequence_length(2) - 1))
+    assert np.array_equal(targets[kept], short[kept + 1])
+
+
+def test_fixed_dataset_gives_each_step_the_same_batch():
+    ds = D.Dataset(5, range(2, 4), 40)
+    first = ds.batch(7, 16)
+    again = D.Dataset(5, range(2, 4), 40).batch(7, 16)
+    assert np.array_equal(first.tokens, again.tokens)
+    assert not np.array_equal(ds.batch(8, 16).tokens, first.tokens)
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+def test_exact_match_on_planted_outputs():
+    target = np.array([[1, 2, 3], [4, 5, 6], [7, 8, 9], [0, 0, 1]])
+    predicted = np.array([[1, 2, 3], [4, 5, 0], [7, 8, 9], [1, 0, 0]])
+    assert exact_match(predicted, target).tolist() == [True, False, True, False]
+    with pytest.raises(ValueError):
+        exact_match(predicted[:, :2], target)
+
+
+class Oracle(torch.nn.Module):
+    """A fake LM that writes the right answer digits of planted problems, except where told."""
+
+    def __init__(self, problems: D.Problems, wrong_rows: set[int]) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.zeros(1))
+        self.full = torch.from_numpy(problems.tokens)
+        self.wrong = wrong_rows
+
+    def forward(self, input_ids, use_cache=False):
+        batch, width = input_ids.shape
+        logits = torch.zeros(batch, width, len(D.VOCAB))
+        for i in range(batch):
+            row = int(np.nonzero((self.full[:, :width] == input_ids[i]).all(1).numpy())[0][0])
+            nxt = int(self.full[row, width])
+            if row in self.wrong and width == self.full.shape[1] - 1:
+                nxt = (nxt + 1) % 10
+            logits[i, -1, nxt] = 1.0
+        return type("Out", (), {"logits": logits})()
+
+
+def test_accuracy_counts_planted_mistakes():
+    p = D.make_problems(np.random.default_rng(4), 3, 10)
+    oracle = Oracle(p, wrong_rows={1, 5, 7})
+    answers = greedy_answers(oracle, p.prompts, 4, batch_size=4)
+    assert exact_match(answers, p.answers).tolist() == [i not in {1, 5, 7} for i in range(10)]
+    assert accuracy_by_length(oracle, {3: p}) == {3: pytest.approx(0.7)}
+
+
+# --------------------------------------------------------------------------- training
+
+
+def test_a_few_steps_reduce_the_loss():
+    config = tiny(d_model=32, heads=4, layers=2, lr=1e-2)
+    torch.manual_seed(0)
+    model = build_model(config.shape, seed=0)
+    source = BatchSource(config, randomise_positions=False)
+    batch, _ = source(0)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    with torch.no_grad():
+        before = float(loss_on(model, batch, None, torch.device("cpu")))
+    for _ in range(15):
+        loss = loss_on(model, batch, None, torch.device("cpu"))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    with torch.no_grad():
+        after = float(loss_on(model, batch, None, torch.device("cpu")))
+    assert after < 0.8 * before
+
+
+def test_randomised_position_ids_are_sorted_subsets():
+    config = tiny(control=True)
+    batch, positions = BatchSource(config, randomise_positions=True)(0)
+    assert positions is not None and positions.shape == batch.tokens.shape
+    assert bool((positions[:, 1:] > positions[:, :-1]).all())
+    assert int(positions.max()) < config.shape.n_positions
+
+
+def test_view_of_the_model_is_the_gpt2_mapping():
+    config = tiny()
+    view = model_view(build_model(config.shape, seed=0))
+    assert view.family == "gpt2" and view.position.kind == "learned"
+    assert view.W_pos is not None and view.W_pos.shape == (D.sequence_length(4), 16)
+
+
+def test_resume_after_interruption_continues_from_the_checkpoint(tmp_path):
+    config = tiny(steps=6, checkpoint_every=2)
+    problems = {3: D.make_problems(np.random.default_rng(0), 3, 4)}
+    whole = train(config, tmp_path / "whole", problems, progress=False)
+
+    def interrupt(done, stop):
+        if done == 3:
+            stop.requested, stop.signal_name = True, "SIGINT"
+
+    with pytest.raises(GeomlensError, match="step 3 of 6.*rerun the same command"):
+        train(config, tmp_path / "cut", problems, progress=False, on_step=interrupt)
+    saved = TrainFolder(tmp_path / "cut").load_checkpoint()
+    assert saved is not None and saved["step"] == 3
+    resumed = train(config, tmp_path / "cut", problems, progress=False)
+    assert resumed.resumed_from == 3
+    for (name, a), (_, b) in zip(
+        whole.model.state_dict().items(), resumed.model.state_dict().items(), strict=True
+    ):
+        assert torch.equal(a, b), name
+    assert resumed.history.loss == whole.history.loss
+    assert resumed.history.evals == whole.history.evals
+    assert not TrainFolder(tmp_path / "cut").checkpoint.exists()
+
+
+# --------------------------------------------------------------------------- command
+
+
+def test_command_writes_metrics_and_figures_deterministically(tmp_path, monkeypatch):
+    config = tiny(control=True)
+    run = run_arithmetic(config, tmp_path / "a", progress=False)
+    m = run.metrics["arithmetic"]
+    assert m["train_range"] == [2, 3] and m["test_range"] == [1, 4]
+    assert sorted(m["accuracy_by_length"], key=int) == ["1", "2", "3", "4"]
+    assert all(0.0 <= a <= 1.0 for a in m["accuracy_by_length"].values())
+    assert [e["step"] for e in m["checkpoints"]] == [3, 6]
+    geo = m["geometry"]
+    assert [g["operand_length"] for g in geo] == [3, 4]
+    assert geo[0]["n_positions"] == 11 and len(geo[0]["layers"]) == 2
+    row = geo[0]["layers"][1]
+    shares = row["share_pos"] + row["share_ctx"] + row["share_resid"]
+    assert shares == pytest.approx(1.0)
+    for key in ("pos_rank", "pos_low_freq", "pos_smoothness"):
+        assert key in row
+    assert len(geo[0]["attention"][0]["pos_pos_share"]) == 2
+    assert m["control"]["position_ids"].startswith("sorted random")
+    assert len(m["control"]["geometry"]) == 2
+    for name in ("accuracy", "training", "gram", "pos_pos"):
+        assert (run.path / "figures" / f"arithmetic_{name}.png").stat().st_size > 1000
+    # finished weights are reused after an interruption past training, and the analyses
+    # give the same bytes again (training itself is checked bit for bit above; the
+    # figures were checked once)
+    copy = tmp_path / "b"
+    shutil.copytree(run.path, copy)
+    (copy / "metrics.json").unlink()
+    shutil.rmtree(copy / "figures")
+    manifest = json.loads((copy / "manifest.json").read_text())
+    (copy / "manifest.json").write_text(json.dumps({**manifest, "status": "running"}))
+    monkeypatch.setattr("geomlens.arithmetic.command.save_all", lambda figures: None)
+    again = run_arithmetic(config, copy, progress=False)
+    assert (run.path / "metrics.json").read_bytes() == (again.path / "metrics.json").read_bytes()
+    # rerunning into a finished folder reuses it
+    assert run_arithmetic(config, tmp_path / "a", progress=False).path == run.path
+
+
+def test_config_errors_are_one_sentence(capsys, tmp_path):
+    for argv, phrase in (
+        (["--train-digits", "10-5"], "1 <= lo <= hi"),
+        (["--steps", "0"], "--steps must be at least 1"),
+        (["--train-digits", "five"], "range of operand lengths"),
+        (["--d-model", "30", "--heads", "4"], "not a multiple"),
+    ):
+        code = main(["arithmetic", "--preset", "quick", *argv, "--out", str(tmp_path / "r")])
+        err = capsys.readouterr().err
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert code == 2 and len(lines) == 1, err
+        assert lines[0].startswith("geomlens: error: ") and phrase in lines[0]
+
+
+def test_presets_hold_the_original_setting():
+    full = make_config("full")
+    assert (full.layers, full.heads, full.d_model) == (8, 8, 512)
+    assert full.train_digits == (5, 10) and full.train_samples == 1_000_000
+    assert full.reverse_output
+    quick = make_config("quick", steps=5)
+    assert quick.steps == 5 and quick.train_digits == (2, 3)
+    assert replace(quick, seed=1).to_dict()["seed"] == 1
+    assert json.dumps(quick.to_dict())
