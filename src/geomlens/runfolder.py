@@ -18,6 +18,7 @@ import json
 import os
 import platform
 import shutil
+import tempfile
 from dataclasses import dataclass
 from functools import cached_property
 from importlib import metadata
@@ -45,10 +46,19 @@ def package_versions() -> dict[str, str]:
 
 
 def write_json(path: Path, data: Any) -> None:
-    """Write JSON atomically with sorted keys, so equal data gives equal bytes."""
+    """Write JSON atomically with sorted keys, so equal data gives equal bytes.
+
+    If the write fails (a full disk), the previous file is left as it was.
+    """
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        if exc.filename is None:  # a full disk is reported without the file's name
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
+        raise
 
 
 def model_fingerprint(folder: str | Path) -> str:
@@ -97,7 +107,14 @@ class RunFolder:
                 raise GeomlensError(
                     f"{self.path} is not empty and holds no geomlens run; choose another --out."
                 )
-            self.path.mkdir(parents=True, exist_ok=True)
+            try:
+                self.path.mkdir(parents=True, exist_ok=True)
+                tempfile.TemporaryFile(dir=self.path).close()  # fail now, not after loading
+            except OSError as exc:
+                raise GeomlensError(
+                    f"cannot write the run folder {self.path} ({exc.strerror}); "
+                    "choose another --out."
+                ) from None
             return "new"
         if manifest.get("config") != config:
             differs = sorted(
@@ -185,8 +202,12 @@ class Run:
 
     @property
     def activations(self) -> ActivationStore | None:
+        """The activation store: DIR/activations, or where ``--activations-dir`` put it."""
         folder = self.path / "activations"
-        return ActivationStore(folder) if folder.exists() else None
+        if folder.exists():
+            return ActivationStore(folder)
+        location = self.manifest.get("activations")
+        return ActivationStore(location) if location else None
 
 
 def open_run(path: str | Path) -> Run:

@@ -27,7 +27,11 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class CaptureConfig:
-    """Everything that determines a capture's result (the run folder compares it)."""
+    """Everything that determines a capture's result (the run folder compares it).
+
+    ``trust_remote_code`` (let the model's own Python code run) is carried along for
+    loading but is not part of the run's identity: it cannot change the numbers.
+    """
 
     model: str = "smollm2-135m"
     corpus: str = "bbc"
@@ -42,10 +46,12 @@ class CaptureConfig:
     balance: bool = False
     save_activations: bool = False
     second_moment: bool = False
+    trust_remote_code: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["layers"] = None if self.layers is None else list(self.layers)
+        del data["trust_remote_code"]  # how to load, not what is computed
         return data
 
     def validate(self) -> None:
@@ -56,9 +62,21 @@ class CaptureConfig:
             raise GeomlensError(f"--contexts must be at least 1 (got {self.contexts}).")
         if self.length < 2:
             raise GeomlensError(f"--length must be at least 2 (got {self.length}).")
+        if self.seed < 0:
+            raise GeomlensError(f"--seed must be 0 or more (got {self.seed}).")
+        if self.offset < 0:
+            raise GeomlensError(f"--offset must be 0 or more (got {self.offset}).")
         resolve_dtype(self.dtype)
-        if self.device.startswith("cuda") and not torch.cuda.is_available():
+        try:
+            device = torch.device(self.device)
+        except RuntimeError:
+            raise GeomlensError(
+                f"--device {self.device!r} is not a device; use cpu, cuda or cuda:N."
+            ) from None
+        if device.type == "cuda" and not torch.cuda.is_available():
             raise GeomlensError("--device cuda was asked for, but no CUDA device is available.")
+        if device.type not in ("cpu", "cuda", "mps"):
+            raise GeomlensError(f"--device {self.device!r} is not supported; use cpu or cuda.")
 
 
 def resolve_layers(view: ModelView, layers: Sequence[int] | None) -> list[int]:
@@ -89,11 +107,14 @@ def capture_windows(
     *,
     checkpoint_every_s: float = 30.0,
     progress: bool = True,
+    activations: str | None = None,
 ) -> tuple[DecompositionAccumulator, dict[str, float]]:
     """Stream every window through the model into a decomposition accumulator.
 
     Resumes from the folder's checkpoint if there is one; saves a checkpoint at most every
     ``checkpoint_every_s`` seconds, on Ctrl-C/SIGTERM, and before reporting bad values.
+    With ``config.save_activations``, shards go to ``activations`` (a folder or fsspec
+    URL; default: the run folder's ``activations/``).
     Returns the accumulator and timing facts (tokens, seconds, tokens/s of this session).
     """
     layers = resolve_layers(view, config.layers)
@@ -129,14 +150,19 @@ def capture_windows(
                 acc.update(CapturedBatch(hidden=hidden, context_index=index))
             except NonFiniteError as exc:
                 folder.save_checkpoint(acc.state_dict(), batch)
+                kept = (
+                    f"batches 1-{batch} before it are saved in {folder.path}"
+                    if batch
+                    else "nothing was computed before it"
+                )
                 raise GeomlensError(
                     f"{exc} in batch {batch + 1} of {n_batches} (contexts {rows.start}-"
-                    f"{rows.stop - 1}); the {batch} batches before it are saved in {folder.path}. "
-                    "Try --dtype float32, or check the model and those documents."
+                    f"{rows.stop - 1}); {kept}; try --dtype float32, or check the model "
+                    "and those documents."
                 ) from None
             if config.save_activations:
                 write_shard(
-                    folder.path / "activations",
+                    folder.path / "activations" if activations is None else activations,
                     batch,
                     ids,
                     index,

@@ -98,7 +98,11 @@ class DecompositionAccumulator:
         )
 
     def update(self, batch: CapturedBatch) -> None:
-        """Add one batch; raises NonFiniteError (state untouched) if any value is NaN/inf."""
+        """Add one batch; raises NonFiniteError (state untouched) if any value is NaN/inf.
+
+        Everything stays on the accumulator's device: the only value read back to the
+        host per batch is one flag (are all sums of squares finite?), not the statistics.
+        """
         idx = batch.context_index.to(self.seen.device)
         parts = []
         for layer in self.layers:
@@ -112,12 +116,13 @@ class DecompositionAccumulator:
             rest = h32[:, 1:].reshape(-1, self.d_model)
             first = h32[:, 0].double()
             sumsq = (rest * rest).sum(dtype=torch.float64) + (first * first).sum()
-            if not torch.isfinite(sumsq):
-                raise NonFiniteError(layer)
             second = None
             if self.second is not None:
                 second = (rest.T @ rest).double() + first.T @ first
             parts.append((h32, sumsq, second))
+        finite = torch.isfinite(torch.stack([sumsq for _, sumsq, _ in parts]))
+        if not bool(finite.all()):  # one device-to-host read per batch
+            raise NonFiniteError(self.layers[int(finite.logical_not().nonzero()[0, 0])])
         for i, (h32, sumsq, second) in enumerate(parts):
             self.pos_sum[i] += h32.sum(0, dtype=torch.float64)
             self.ctx_sum[i].index_add_(0, idx, h32.sum(1, dtype=torch.float64))

@@ -1,0 +1,123 @@
+"""Where a capture runs: in this process (``local``, the default) or on a Ray cluster (``ray``).
+
+Both engines return the same decomposition accumulator (the Ray engine up to the order of
+float64 additions) and the rest of the pipeline does not know which one ran. The engine is
+not part of a run's identity: a run started under one engine resumes under the other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from geomlens.errors import GeomlensError
+
+if TYPE_CHECKING:
+    from geomlens.capture.capture import CaptureConfig
+    from geomlens.corpus import Windows
+    from geomlens.models.view import ModelView
+    from geomlens.runfolder import RunFolder
+    from geomlens.stats import DecompositionAccumulator
+
+ENGINES = ("local", "ray")
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """How a capture runs (none of it changes the result beyond float64 summation order).
+
+    Attributes:
+        name: "local" or "ray".
+        ray_address: a Ray cluster to join ("auto", "ray://host:10001", "host:6379"); None
+            joins ``RAY_ADDRESS`` if set, else starts a local Ray instance.
+        workers: Ray model workers (default: one per GPU with ``--device cuda``, else the
+            cluster's CPUs divided by ``threads``).
+        threads: torch threads per worker (Ray; default 1) or of this process (local;
+            default: torch's own choice).
+        activations_dir: where ``--save-activations`` writes shards: a local folder or an
+            fsspec URL (default: the run folder's ``activations/``).
+        shards_per_worker: how many shards each Ray worker gets (more: finer retries and
+            balance; fewer: fewer accumulator states to move).
+    """
+
+    name: str = "local"
+    ray_address: str | None = None
+    workers: int | None = None
+    threads: int | None = None
+    activations_dir: str | None = None
+    shards_per_worker: int = 4
+
+    def validate(self, save_activations: bool) -> None:
+        """Plain-sentence errors for options that cannot work together."""
+        if self.name not in ENGINES:
+            raise GeomlensError(
+                f"--engine must be one of {', '.join(ENGINES)} (got {self.name!r})."
+            )
+        for flag, value in (("--workers", self.workers), ("--threads", self.threads)):
+            if value is not None and value < 1:
+                raise GeomlensError(f"{flag} must be at least 1 (got {value}).")
+        if self.name == "local" and (self.workers is not None or self.ray_address is not None):
+            raise GeomlensError("--workers and --ray-address need --engine ray.")
+        if self.activations_dir is not None and not save_activations:
+            raise GeomlensError("--activations-dir needs --save-activations.")
+        if self.name == "ray":
+            from geomlens.engines.ray import require_ray
+
+            require_ray()
+
+    def activations_location(self, folder: RunFolder) -> str:
+        """The activation store's location: the given folder or URL, else DIR/activations."""
+        if self.activations_dir is None:
+            return str((folder.path / "activations").resolve())
+        if "://" in self.activations_dir:
+            return self.activations_dir
+        return str(Path(self.activations_dir).resolve())
+
+    def record(self) -> dict[str, Any]:
+        """What the manifest keeps about the engine."""
+        data: dict[str, Any] = {"name": self.name}
+        if self.name == "ray":
+            data.update(address=self.ray_address, workers=self.workers, threads=self.threads)
+        if self.activations_dir is not None:
+            data["activations_dir"] = self.activations_dir
+        return data
+
+
+def capture(
+    view: ModelView,
+    windows: Windows,
+    config: CaptureConfig,
+    folder: RunFolder,
+    engine: EngineConfig,
+    *,
+    progress: bool = True,
+    checkpoint_every_s: float = 30.0,
+) -> tuple[DecompositionAccumulator, dict[str, float]]:
+    """Capture every window with the chosen engine (see ``capture_windows`` for the contract)."""
+    if engine.name == "ray":
+        from geomlens.engines.ray import capture_ray
+
+        return capture_ray(
+            view,
+            windows,
+            config,
+            folder,
+            engine,
+            progress=progress,
+            checkpoint_every_s=checkpoint_every_s,
+        )
+    from geomlens.engines.local import capture_local
+
+    return capture_local(
+        view,
+        windows,
+        config,
+        folder,
+        engine,
+        progress=progress,
+        checkpoint_every_s=checkpoint_every_s,
+    )
+
+
+__all__ = ["ENGINES", "EngineConfig", "capture"]

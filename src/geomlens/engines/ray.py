@@ -1,0 +1,423 @@
+"""The Ray engine: model workers on a Ray cluster turn shards of windows into accumulator states.
+
+The windows are cut into shards (contiguous runs of whole batches) and become a Ray
+dataset with one row per shard. ``map_batches`` runs ``ShardWorker``, a callable class,
+in a fixed pool of actors: each loads the model once, captures its shards with the
+accumulator on its own device and sends back only the shard's accumulator state (as
+safetensors bytes), never activations. The driver keeps the first result of every shard
+id, checks that each planned shard came back exactly once, merges them in a fixed tree
+(``engines.merge``) and hands the accumulator to the unchanged rest of the pipeline.
+
+Ray Data restarts an actor that dies (a killed process, a lost node) and retries its task
+on the new actor; the shard is then captured again from the start, so nothing of the
+lost attempt is counted.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from geomlens.capture.capture import CaptureConfig, resolve_layers
+from geomlens.capture.interrupt import stop_at_batch_boundary
+from geomlens.engines.merge import merge_shards
+from geomlens.engines.shards import (
+    Shard,
+    ShardResult,
+    capture_shard,
+    plan_shards,
+    state_from_bytes,
+    state_to_bytes,
+)
+from geomlens.errors import GeomlensError
+from geomlens.models.loading import resolve_dtype
+from geomlens.stats import DecompositionAccumulator
+
+if TYPE_CHECKING:
+    from geomlens.corpus import Windows
+    from geomlens.engines import EngineConfig
+    from geomlens.models.view import ModelView
+    from geomlens.runfolder import RunFolder
+
+INSTALL_HINT = "--engine ray needs Ray: pip install 'geomlens[ray]'"
+#: accumulator states larger than this travel as several rows (Arrow binary cells stay small)
+CHUNK_BYTES = 1 << 28
+
+
+def require_ray() -> Any:
+    """Import Ray (with Ray Data), or say in one sentence how to install it."""
+    try:
+        import ray
+        import ray.data  # noqa: F401
+    except ImportError:
+        raise GeomlensError(INSTALL_HINT + ".") from None
+    return ray
+
+
+class ShardWorker:
+    """A Ray Data callable class: loads the model once, turns shard rows into states.
+
+    Args:
+        spec: model, device, dtype, trust_remote_code, threads, layers, n_contexts,
+            batch_size, second_moment and activations (a folder or URL, or None).
+    """
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        from geomlens.models import load_model
+
+        if spec["threads"]:
+            torch.set_num_threads(int(spec["threads"]))
+        self.spec = spec
+        device = "cuda" if str(spec["device"]).startswith("cuda") else spec["device"]
+        self.view = load_model(
+            spec["model"],
+            device=device,
+            dtype=spec["dtype"],
+            trust_remote_code=bool(spec.get("trust_remote_code", False)),
+        )
+        self.store_dtype = resolve_dtype(spec["dtype"])
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        spec = self.spec
+        out: dict[str, list[Any]] = {
+            k: []
+            for k in ("shard", "part", "parts", "blob", "worker", "started", "finished", "tokens")
+        }
+        for i in range(len(batch["shard"])):
+            shard = Shard(
+                int(batch["shard"][i]),
+                range(int(batch["batch_start"][i]), int(batch["batch_stop"][i])),
+                range(int(batch["row_start"][i]), int(batch["row_stop"][i])),
+            )
+            ids = np.frombuffer(batch["ids"][i], dtype=np.int64).reshape(len(shard.rows), -1)
+            labels = np.frombuffer(batch["labels"][i], dtype=np.int64)
+            started = time.time()
+            state = capture_shard(
+                self.view,
+                shard,
+                torch.from_numpy(ids.copy()),
+                torch.from_numpy(labels.copy()),
+                layers=list(spec["layers"]),
+                n_contexts=int(spec["n_contexts"]),
+                batch_size=int(spec["batch_size"]),
+                second_moment=bool(spec["second_moment"]),
+                activations=spec["activations"],
+                store_dtype=self.store_dtype,
+            )
+            blob = state_to_bytes(state)
+            finished = time.time()
+            chunks = [blob[o : o + CHUNK_BYTES] for o in range(0, len(blob), CHUNK_BYTES)]
+            for part, chunk in enumerate(chunks):
+                out["shard"].append(shard.index)
+                out["part"].append(part)
+                out["parts"].append(len(chunks))
+                out["blob"].append(chunk)
+                out["worker"].append(os.getpid())
+                out["started"].append(started)
+                out["finished"].append(finished)
+                out["tokens"].append(int(ids.size))
+        arrays = {k: np.array(v) for k, v in out.items() if k != "blob"}
+        blobs = np.empty(len(out["blob"]), dtype=object)
+        blobs[:] = out["blob"]
+        return {**arrays, "blob": blobs}
+
+
+def plan_workers(engine: EngineConfig, resources: dict[str, float], cuda: bool) -> tuple[int, int]:
+    """(workers, torch threads per worker), checked against the cluster's resources."""
+    threads = engine.threads or 1
+    if cuda:
+        gpus = int(resources.get("GPU", 0))
+        if gpus < 1:
+            raise GeomlensError(
+                "--device cuda under --engine ray needs GPUs; the Ray cluster has none."
+            )
+        workers = engine.workers or gpus
+        if workers > gpus:
+            raise GeomlensError(
+                f"--workers {workers} with --device cuda needs {workers} GPUs; "
+                f"the Ray cluster has {gpus}."
+            )
+        return workers, threads
+    cpus = int(resources.get("CPU", 0))
+    workers = engine.workers or max(1, cpus // threads)
+    if workers * threads > cpus:
+        raise GeomlensError(
+            f"{workers} workers of {threads} threads need {workers * threads} CPUs; "
+            f"the Ray cluster has {cpus}: use fewer --workers or --threads."
+        )
+    return workers, threads
+
+
+@contextmanager
+def connected(engine: EngineConfig) -> Iterator[Any]:
+    """Join the cluster (``--ray-address``, else ``RAY_ADDRESS``) or start a local instance.
+
+    A Ray connection made before (``ray.init`` by the caller) is used as it is and left open.
+    """
+    ray = require_ray()
+    if ray.is_initialized():
+        yield ray
+        return
+    kwargs: dict[str, Any] = {"logging_level": logging.WARNING}
+    if engine.ray_address is None and not os.environ.get("RAY_ADDRESS"):
+        kwargs["include_dashboard"] = False  # a local instance only
+    try:
+        ray.init(address=engine.ray_address, **kwargs)
+    except ConnectionError as exc:
+        raise GeomlensError(f"could not join the Ray cluster: {exc}") from None
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+@contextmanager
+def quiet_ray_data() -> Iterator[None]:
+    """Keep Ray Data's progress bars and informational lines off the console."""
+    from ray.data import DataContext
+
+    ctx = DataContext.get_current()
+    before = ctx.enable_progress_bars, ctx.print_on_execution_start
+    ctx.enable_progress_bars, ctx.print_on_execution_start = False, False
+    handlers = [h for h in logging.getLogger("ray.data").handlers if not hasattr(h, "baseFilename")]
+    levels = [h.level for h in handlers]
+    for h in handlers:
+        h.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        ctx.enable_progress_bars, ctx.print_on_execution_start = before
+        for h, level in zip(handlers, levels, strict=True):
+            h.setLevel(level)
+
+
+def _geomlens_cause(exc: BaseException) -> GeomlensError | None:
+    """The GeomlensError a worker raised, found inside the exceptions Ray wraps it in."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        cause = getattr(current, "cause", None)
+        if isinstance(cause, GeomlensError):
+            return cause
+        if type(current) is GeomlensError:
+            return current
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def capture_ray(
+    view: ModelView,
+    windows: Windows,
+    config: CaptureConfig,
+    folder: RunFolder,
+    engine: EngineConfig,
+    *,
+    progress: bool = True,
+    checkpoint_every_s: float = 30.0,
+    on_shard: Callable[[ShardResult], None] | None = None,
+) -> tuple[DecompositionAccumulator, dict[str, float]]:
+    """Capture every window on Ray workers; same contract as ``capture_windows``.
+
+    Resumes after the folder's checkpoint (whichever engine wrote it). The driver saves
+    the merged contiguous prefix of finished shards as a checkpoint at most every
+    ``checkpoint_every_s`` seconds, on Ctrl-C/SIGTERM (after the next shard arrives) and
+    before reporting a worker's error. ``on_shard`` is called with each shard's result
+    as it arrives.
+    """
+    t0 = time.perf_counter()
+    layers = resolve_layers(view, config.layers)
+    n_c, n_t, b = windows.n_contexts, windows.length, config.batch_size
+    base = DecompositionAccumulator(layers, n_c, n_t, view.d_model, config.second_moment)
+    start = 0
+    saved = folder.load_checkpoint()
+    if saved is not None:
+        base.load_state_dict(saved[0])
+        start = saved[1]
+    cuda = config.device.startswith("cuda")
+    with connected(engine) as ray, quiet_ray_data():
+        workers, threads = plan_workers(engine, ray.cluster_resources(), cuda)
+        shards = plan_shards(n_c, b, workers * engine.shards_per_worker, start)
+        spec = {
+            "model": config.model,
+            "device": config.device,
+            "dtype": config.dtype,
+            "trust_remote_code": config.trust_remote_code,
+            "threads": threads,
+            "layers": layers,
+            "n_contexts": n_c,
+            "batch_size": b,
+            "second_moment": config.second_moment,
+            "activations": engine.activations_location(folder) if config.save_activations else None,
+        }
+        results = run_shards(
+            ray,
+            shards,
+            windows,
+            spec,
+            workers,
+            n_gpus=1 if cuda else 0,
+            base=base,
+            folder=folder,
+            progress=progress,
+            desc=f"capture {view.name} ({workers} Ray workers)",
+            checkpoint_every_s=checkpoint_every_s,
+            on_shard=on_shard,
+        )
+    acc = merge_shards(base, list(results.values()), shards)
+    seconds = time.perf_counter() - t0
+    tokens = sum(r.tokens for r in results.values())
+    compute = (
+        max(r.finished for r in results.values()) - min(r.started for r in results.values())
+        if results
+        else 0.0
+    )
+    timing = {
+        "tokens": float(tokens),
+        "seconds": seconds,
+        "tokens_per_s": tokens / seconds if seconds > 0 else 0.0,
+        "compute_seconds": compute,
+        "compute_tokens_per_s": tokens / compute if compute > 0 else 0.0,
+        "workers": float(workers),
+        "threads": float(threads),
+        "shards": float(len(shards)),
+        "worker_processes": float(len({r.worker for r in results.values()})),
+    }
+    return acc, timing
+
+
+def run_shards(
+    ray: Any,
+    shards: list[Shard],
+    windows: Windows,
+    spec: dict[str, Any],
+    workers: int,
+    *,
+    n_gpus: int,
+    base: DecompositionAccumulator,
+    folder: RunFolder,
+    progress: bool,
+    desc: str,
+    checkpoint_every_s: float,
+    on_shard: Callable[[ShardResult], None] | None,
+) -> dict[int, ShardResult]:
+    """Run the shards as a Ray dataset through a pool of ``ShardWorker`` actors.
+
+    Returns the first result of each shard id (a repeated id is ignored).
+    """
+    if not shards:
+        return {}
+    from ray.data import ActorPoolStrategy
+
+    input_ids = np.asarray(windows.input_ids, dtype=np.int64)
+    labels = np.asarray(windows.labels, dtype=np.int64)
+    items = [
+        {
+            "shard": s.index,
+            "batch_start": s.batches.start,
+            "batch_stop": s.batches.stop,
+            "row_start": s.rows.start,
+            "row_stop": s.rows.stop,
+            "ids": input_ids[s.rows.start : s.rows.stop].tobytes(),
+            "labels": labels[s.rows.start : s.rows.stop].tobytes(),
+        }
+        for s in shards
+    ]
+    dataset = ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
+        ShardWorker,
+        batch_size=1,
+        compute=ActorPoolStrategy(size=workers, max_tasks_in_flight_per_actor=1),
+        num_cpus=spec["threads"],
+        num_gpus=n_gpus or None,
+        fn_constructor_kwargs={"spec": spec},
+    )
+    results: dict[int, ShardResult] = {}
+    pending: dict[int, dict[int, bytes]] = {}
+    saved_through = -1
+    n_c, n_t = int(spec["n_contexts"]), windows.length
+    bar = tqdm(
+        total=n_c * n_t,
+        initial=shards[0].rows.start * n_t,
+        unit="tok",
+        unit_scale=True,
+        desc=desc,
+        disable=not progress,
+        dynamic_ncols=True,
+    )
+
+    def save_prefix() -> None:
+        nonlocal saved_through
+        done = []
+        for shard in shards:
+            if shard.index not in results:
+                break
+            done.append(shard)
+        if done and done[-1].index > saved_through:
+            merged = merge_shards(base, [results[s.index] for s in done], done)
+            folder.save_checkpoint(merged.state_dict(), done[-1].batches.stop)
+            saved_through = done[-1].index
+
+    last_save = time.perf_counter()
+    n_batches = math.ceil(n_c / int(spec["batch_size"]))
+    try:
+        with stop_at_batch_boundary() as stop:
+            for row in dataset.iter_rows():
+                index = int(row["shard"])
+                if index in results:
+                    continue
+                parts = pending.setdefault(index, {})
+                parts[int(row["part"])] = row["blob"]
+                if len(parts) < int(row["parts"]):
+                    continue
+                del pending[index]
+                result = ShardResult(
+                    shard=index,
+                    state=state_from_bytes(b"".join(parts[i] for i in range(len(parts)))),
+                    worker=int(row["worker"]),
+                    started=float(row["started"]),
+                    finished=float(row["finished"]),
+                    tokens=int(row["tokens"]),
+                )
+                results[index] = result
+                bar.update(result.tokens)
+                if on_shard is not None:
+                    on_shard(result)
+                if stop.requested:
+                    save_prefix()
+                    kept = (
+                        shards[saved_through].batches.stop
+                        if saved_through >= 0
+                        else shards[0].batches.start
+                    )
+                    raise GeomlensError(
+                        f"interrupted ({stop.signal_name}) with the first {kept} "
+                        f"of {n_batches} batches saved in {folder.path}: rerun the same "
+                        "command to resume."
+                    )
+                if time.perf_counter() - last_save >= checkpoint_every_s and len(results) < len(
+                    shards
+                ):
+                    save_prefix()
+                    last_save = time.perf_counter()
+    except GeomlensError:
+        raise
+    except Exception as exc:
+        cause = _geomlens_cause(exc)
+        if cause is None:
+            raise
+        save_prefix()
+        raise GeomlensError(
+            f"{cause} Finished shards before it are saved in {folder.path}."
+        ) from None
+    finally:
+        bar.close()
+    return results

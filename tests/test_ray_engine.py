@@ -1,0 +1,274 @@
+"""The Ray engine: same statistics as in-process capture, retried workers, shards counted once."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import signal
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from geomlens.capture import CaptureConfig, hidden_states
+from geomlens.cli import main
+from geomlens.corpus import make_windows
+from geomlens.engines import EngineConfig
+from geomlens.engines.merge import merge_shards, tree_reduce
+from geomlens.engines.shards import ShardResult, capture_shard, plan_shards
+from geomlens.errors import GeomlensError
+from geomlens.pipeline import run_capture
+from geomlens.runfolder import RunFolder, open_run
+from geomlens.stats import CapturedBatch, DecompositionAccumulator
+
+#: float64 sums merged in another order: the documented tolerance (relative)
+RTOL = 1e-9
+
+
+@pytest.fixture(scope="module")
+def ray_instance():
+    """One local Ray instance with 2 CPUs for the module; engines reuse it and leave it open."""
+    import ray  # installed by the test extra: a missing Ray fails here, it is not skipped
+
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
+    yield ray
+    if started:
+        ray.shutdown()
+
+
+def assert_states_close(a: dict, b: dict, rtol: float = RTOL) -> float:
+    """Every entry equal up to ``rtol`` of its largest magnitude; returns the worst ratio."""
+    assert set(a) == set(b)
+    worst = 0.0
+    for key in a:
+        x, y = a[key].double(), b[key].double()
+        scale = float(x.abs().max()) or 1.0
+        err = float((x - y).abs().max()) / scale
+        assert err <= rtol, (key, err)
+        worst = max(worst, err)
+    return worst
+
+
+def metrics_close(a, b, rtol: float = RTOL) -> None:
+    if isinstance(a, dict):
+        assert set(a) == set(b)
+        for key in a:
+            metrics_close(a[key], b[key], rtol)
+    elif isinstance(a, list):
+        assert len(a) == len(b)
+        for x, y in zip(a, b, strict=True):
+            metrics_close(x, y, rtol)
+    elif isinstance(a, float):
+        assert math.isclose(a, b, rel_tol=rtol, abs_tol=1e-12), (a, b)
+    else:
+        assert a == b
+
+
+# plans and merges (no Ray) ------------------------------------------------------------
+
+
+def test_plan_covers_every_batch_once_in_contiguous_shards():
+    shards = plan_shards(n_contexts=23, batch_size=4, n_shards=4)
+    assert [list(s.batches) for s in shards] == [[0, 1], [2, 3], [4, 5]]
+    assert [(s.rows.start, s.rows.stop) for s in shards] == [(0, 8), (8, 16), (16, 23)]
+    resumed = plan_shards(n_contexts=23, batch_size=4, n_shards=8, start_batch=4)
+    assert [list(s.batches) for s in resumed] == [[4], [5]] and resumed[0].index == 0
+    assert plan_shards(23, 4, 4, start_batch=6) == []
+
+
+def test_tree_reduce_order_is_fixed():
+    assert tree_reduce(list("abcde"), lambda x, y: f"({x}{y})") == "(((ab)(cd))e)"
+
+
+def _random_shard_states(shards, layers, length, d, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    results, full = [], DecompositionAccumulator(layers, shards[-1].rows.stop, length, d, True)
+    for shard in shards:
+        h = {layer: torch.randn(len(shard.rows), length, d, generator=gen) for layer in layers}
+        part = DecompositionAccumulator(layers, len(shard.rows), length, d, True)
+        part.update(CapturedBatch(hidden=h, context_index=torch.arange(len(shard.rows))))
+        full.update(CapturedBatch(hidden=h, context_index=torch.tensor(list(shard.rows))))
+        results.append(ShardResult(shard.index, part.state_dict()))
+    return results, full
+
+
+def test_shard_states_merge_to_the_one_pass_state_each_shard_once():
+    shards = plan_shards(n_contexts=10, batch_size=2, n_shards=5)
+    results, full = _random_shard_states(shards, [0, 2], 6, 5)
+    empty = DecompositionAccumulator([0, 2], 10, 6, 5, True)
+    merged = merge_shards(empty, results[::-1] + results[:2], shards)  # any order, duplicates
+    assert merged.complete
+    assert_states_close(merged.state_dict(), full.state_dict(), rtol=1e-12)
+    with pytest.raises(GeomlensError, match=r"shards \[3\] never came back"):
+        merge_shards(empty, results[:3] + results[4:], shards)
+
+
+# the engine on a local Ray instance ---------------------------------------------------
+
+CONFIG = CaptureConfig(
+    model="minilm-l6",
+    contexts=8,
+    length=32,
+    batch_size=2,
+    second_moment=True,
+    save_activations=True,
+)
+
+
+@pytest.fixture(scope="module")
+def windows(minilm, bbc):
+    """The windows every capture of CONFIG cuts (as ``prepare`` does)."""
+    return make_windows(bbc, minilm.tokenizer, CONFIG.contexts, CONFIG.length, seed=CONFIG.seed)
+
+
+@pytest.fixture(scope="module")
+def local_run(minilm, tmp_path_factory):
+    out = tmp_path_factory.mktemp("local") / "run"
+    return run_capture(CONFIG, out, view=minilm, progress=False)
+
+
+def test_ray_gives_the_local_metrics_statistics_and_activations(
+    ray_instance, minilm, local_run, tmp_path
+):
+    store_url = (tmp_path / "store").as_uri()  # file://...: written through fsspec
+    engine = EngineConfig(name="ray", workers=2, threads=1, activations_dir=store_url)
+    run_capture(CONFIG, tmp_path / "ray", view=minilm, progress=False, engine=engine)
+    run = open_run(tmp_path / "ray")
+    assert run.manifest["engine"]["name"] == "ray" and run.manifest["timing"]["workers"] == 2
+    metrics_close(run.metrics, local_run.metrics)
+    worst = assert_states_close(
+        run.decomposition.state_dict(), local_run.decomposition.state_dict()
+    )
+    print(f"largest relative difference ray vs local: {worst:.1e}")
+    store, reference = run.activations, local_run.activations
+    assert store is not None and reference is not None and len(store) == len(reference) == 4
+    for layer in (0, 3, 6):
+        assert torch.equal(store.layer(layer), reference.layer(layer))
+    # the engine is not part of the run's identity: the same folder is reused locally
+    again = run_capture(CONFIG, tmp_path / "ray", progress=False)
+    assert again.metrics == run.metrics
+
+
+def test_killed_worker_is_retried_and_every_shard_counts_once(
+    ray_instance, minilm, windows, tmp_path
+):
+    """Resumes after a checkpoint of 1 batch; a worker is SIGKILLed after the first shard."""
+    from geomlens.engines.ray import capture_ray
+
+    config = CaptureConfig(**{**CONFIG.to_dict(), "batch_size": 1, "save_activations": False})
+    view = minilm
+    folder = RunFolder(tmp_path / "run")
+    folder.path.mkdir()
+    layers = list(range(view.n_layers + 1))
+    first = DecompositionAccumulator(layers, 8, 32, view.d_model, True)
+    ids = torch.tensor(windows.input_ids)
+    first.update(CapturedBatch(hidden_states(view, ids[:1], layers), torch.arange(1)))
+    folder.save_checkpoint(first.state_dict(), 1)  # as a local run interrupted after batch 1
+
+    killed: list[int] = []
+
+    def kill_once(result: ShardResult) -> None:
+        if not killed:
+            killed.append(result.worker)
+            os.kill(result.worker, signal.SIGKILL)
+
+    engine = EngineConfig(name="ray", workers=2, threads=1)  # 7 batches left: 7 shards
+    acc, timing = capture_ray(
+        view, windows, config, folder, engine, progress=False, on_shard=kill_once
+    )
+    print(f"killed worker {killed}; timing {timing}")
+    assert killed and timing["shards"] == 7 and timing["tokens"] == 7 * 32
+    assert acc.complete and bool((acc.seen == 1).all())
+    local = run_capture(config, tmp_path / "local", view=minilm, progress=False)
+    assert_states_close(acc.state_dict(), local.decomposition.state_dict())
+
+
+def test_missing_ray_is_one_sentence_with_the_install_command(monkeypatch, capsys, tmp_path):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    code = main(["capture", "--engine", "ray", "--out", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.strip().count("\n") == 0
+    assert "--engine ray needs Ray: pip install 'geomlens[ray]'" in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_engine_options_reach_the_engine_config():
+    from geomlens.cli import build_parser, engine_config
+
+    argv = ["capture", "--engine", "ray", "--workers", "3", "--threads", "2"]
+    argv += ["--ray-address", "auto", "--activations-dir", "s3://b/acts"]
+    assert engine_config(build_parser().parse_args(argv)) == EngineConfig(
+        name="ray", ray_address="auto", workers=3, threads=2, activations_dir="s3://b/acts"
+    )
+    assert engine_config(build_parser().parse_args(["capture"])) == EngineConfig()
+
+
+@pytest.mark.parametrize(
+    ("argv", "phrase"),
+    [
+        (["--workers", "2"], "--workers and --ray-address need --engine ray"),
+        (["--engine", "ray", "--workers", "0"], "--workers must be at least 1"),
+        (["--activations-dir", "x"], "--activations-dir needs --save-activations"),
+    ],
+)
+def test_engine_options_that_cannot_work(argv, phrase, capsys, tmp_path):
+    code = main(["capture", *argv, "--out", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert code == 2 and phrase in err and "Traceback" not in err
+
+
+def test_workers_beyond_the_cluster_are_refused_before_anything_runs():
+    from geomlens.engines.ray import plan_workers
+
+    engine = EngineConfig(name="ray", workers=3, threads=1)
+    with pytest.raises(GeomlensError, match="need 3 CPUs; the Ray cluster has 2"):
+        plan_workers(engine, {"CPU": 2.0}, cuda=False)
+    assert plan_workers(EngineConfig(name="ray"), {"CPU": 8.0}, cuda=False) == (8, 1)
+    assert plan_workers(EngineConfig(name="ray", threads=2), {"CPU": 8.0}, cuda=False) == (4, 2)
+    assert plan_workers(EngineConfig(name="ray"), {"CPU": 8.0, "GPU": 2.0}, cuda=True) == (2, 1)
+    with pytest.raises(GeomlensError, match="needs GPUs"):
+        plan_workers(EngineConfig(name="ray"), {"CPU": 8.0}, cuda=True)
+
+
+def test_a_shard_alone_equals_its_rows_of_the_one_pass_capture(minilm, windows, local_run):
+    """capture_shard without Ray: the worker's computation, checked directly."""
+    view = minilm
+    assert local_run.windows["fingerprint"] == windows.fingerprint
+    (shard,) = [s for s in plan_shards(8, 2, 2) if s.index == 1]
+    ids = torch.tensor(windows.input_ids)[shard.rows.start : shard.rows.stop]
+    state = capture_shard(
+        view,
+        shard,
+        ids,
+        torch.zeros(len(ids), dtype=torch.int64),
+        layers=list(range(7)),
+        n_contexts=8,
+        batch_size=2,
+        second_moment=True,
+    )
+    full = local_run.decomposition
+    rows = slice(shard.rows.start, shard.rows.stop)
+    np.testing.assert_array_equal(state["ctx_sum"].numpy(), full.ctx_sum[:, rows].numpy())
+    np.testing.assert_array_equal(state["first"].numpy(), full.first[:, rows].numpy())
+
+
+def test_local_engine_writes_activations_where_asked_and_reads_them_back(minilm, tmp_path):
+    config = CaptureConfig(model="minilm-l6", contexts=3, length=8, batch_size=2)
+    config = CaptureConfig(**{**config.to_dict(), "layers": (0, 2), "save_activations": True})
+    engine = EngineConfig(threads=1, activations_dir=str(tmp_path / "elsewhere"))
+    run = run_capture(config, tmp_path / "run", view=minilm, progress=False, engine=engine)
+    assert not (run.path / "activations").exists()
+    assert sorted(p.name for p in (tmp_path / "elsewhere").iterdir()) == [
+        "shard_00000.safetensors",
+        "shard_00001.safetensors",
+    ]
+    store = open_run(run.path).activations
+    assert store is not None and store.layer(2).shape == (3, 8, 384)
+    assert run.manifest["engine"] == {
+        "name": "local",
+        "activations_dir": str(tmp_path / "elsewhere"),
+    }
