@@ -9,9 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from safetensors.torch import load_file
+from threadpoolctl import threadpool_limits
 
-from geomlens.capture.capture import CaptureConfig, capture_windows, check_length, resolve_layers
+from geomlens.capture.capture import CaptureConfig, check_length, resolve_layers
 from geomlens.corpus import Corpus, Windows, load_corpus, make_windows
+from geomlens.engines import EngineConfig
+from geomlens.engines import capture as engine_capture
 from geomlens.models import load_model
 from geomlens.models.view import ModelView
 from geomlens.runfolder import (
@@ -61,13 +64,21 @@ def capture_metrics(acc: DecompositionAccumulator) -> dict[str, Any]:
 def prepare(
     config: CaptureConfig, view: ModelView | None = None
 ) -> tuple[ModelView, Corpus, Windows]:
-    """Load the model (unless given) and cut the corpus into windows, checking limits first."""
+    """Load the model (unless given) and cut the corpus into windows, checking limits first.
+
+    The corpus is read before the model loads, so a bad corpus is reported at once.
+    """
     config.validate()
+    corpus = load_corpus(config.corpus)
     if view is None:
-        view = load_model(config.model, device=config.device, dtype=config.dtype)
+        view = load_model(
+            config.model,
+            device=config.device,
+            dtype=config.dtype,
+            trust_remote_code=config.trust_remote_code,
+        )
     check_length(view, config.length)
     resolve_layers(view, config.layers)
-    corpus = load_corpus(config.corpus)
     windows = make_windows(
         corpus,
         view.tokenizer,
@@ -93,14 +104,18 @@ def run_command(
     view: ModelView | None = None,
     progress: bool = True,
     checkpoint_every_s: float = 30.0,
+    engine: EngineConfig | None = None,
 ) -> Run:
     """Capture into a run folder, then run ``analyse`` on the result; record everything.
 
     A folder holding a finished run of the same config is reused as it is; a partial one
     resumes (finished statistics are kept, a capture continues after its last saved
     batch); one holding another config is refused. ``view`` reuses a model already loaded
-    for ``config.model``.
+    for ``config.model``. ``engine`` says where the capture runs (default: this process);
+    it is not part of the run's identity, so a run resumes under either engine.
     """
+    engine = engine or EngineConfig()
+    engine.validate(config.save_activations)
     folder = RunFolder(out)
     full_config = {**config.to_dict(), "command": command, **(options or {})}
     state = folder.claim(full_config)
@@ -119,7 +134,10 @@ def run_command(
         "corpus_fingerprint": corpus.fingerprint,
         "windows_fingerprint": windows.fingerprint,
         "device": str(view.device),
+        "engine": engine.record(),
     }
+    if config.save_activations and engine.activations_dir is not None:
+        manifest["activations"] = engine.activations_location(folder)
     folder.write_manifest(manifest)
     write_json(folder.path / "windows.json", windows_record(windows))
     finished = folder.path / "stats" / "decomposition.safetensors"
@@ -127,14 +145,26 @@ def run_command(
         acc = DecompositionAccumulator.from_state_dict(load_file(str(finished)))
         timing: dict[str, float] = {}
     else:
-        acc, timing = capture_windows(
-            view, windows, config, folder, progress=progress, checkpoint_every_s=checkpoint_every_s
+        acc, timing = engine_capture(
+            view,
+            windows,
+            config,
+            folder,
+            engine,
+            progress=progress,
+            checkpoint_every_s=checkpoint_every_s,
         )
         folder.save_stats("decomposition", acc.state_dict())
-        folder.merge_metrics("capture", capture_metrics(acc))
-        folder.clear_checkpoint()
+    # Also after a resume whose statistics were saved just before a failure (a full disk):
+    # the same numbers give the same bytes.
+    folder.merge_metrics("capture", capture_metrics(acc))
+    folder.clear_checkpoint()
     if analyse is not None:
-        analyse(folder, view, windows, acc)
+        # The analyses take many SVDs of matrices a few hundred wide. Multi-threaded
+        # OpenBLAS ran them 10-30x slower than one thread on the 2-core reference
+        # machine (threads spinning against torch's); torch's own threads are unaffected.
+        with threadpool_limits(limits=1, user_api="blas"):
+            analyse(folder, view, windows, acc)
     manifest.update(status="complete", timing={**timing, "wall_seconds": time.time() - started})
     folder.write_manifest(manifest)
     return open_run(folder.path)

@@ -44,9 +44,13 @@ def load_nouns(path: str | Path | None = None) -> list[str]:
         text = resources.files("geomlens").joinpath("data/nouns.txt").read_text()
     else:
         try:
-            text = Path(path).read_text()
+            text = Path(path).read_text(encoding="utf-8")
         except OSError as exc:
             raise GeomlensError(f"--nouns {path}: cannot read it ({exc.strerror}).") from None
+        except UnicodeDecodeError as exc:
+            raise GeomlensError(
+                f"--nouns {path}: not UTF-8 text (byte {exc.start}); save it as UTF-8."
+            ) from None
     words = [w.strip() for w in text.splitlines() if w.strip() and not w.startswith("#")]
     if len(words) < 2:
         raise GeomlensError(f"--nouns {path}: needs at least 2 words, one per line.")

@@ -300,7 +300,13 @@ def run_walk(
     text = default_text() if text is None else text
     if view is None:
         config.validate()
-        view = load_model(config.model, device=config.device, dtype=config.dtype, attention="eager")
+        view = load_model(
+            config.model,
+            device=config.device,
+            dtype=config.dtype,
+            attention="eager",
+            trust_remote_code=config.trust_remote_code,
+        )
     if generate and view.is_encoder:
         raise GeomlensError(
             f"--generate needs a decoder-only model; {view.name} is an encoder (drop --generate)."

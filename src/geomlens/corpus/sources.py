@@ -147,14 +147,36 @@ def _read_folder(root: Path, name: str) -> list[Document]:
     return docs
 
 
+# Every byte except the control characters that text does not use (tab, newlines, form feed).
+_NOT_CONTROL = bytes(b for b in range(256) if b >= 32 or b in b"\t\n\r\f\v")
+_MAX_CONTROL_SHARE = 0.01
+
+
+def _looks_binary(data: bytes) -> bool:
+    """Whether bytes are no text: a NUL byte, or more than 1% other control characters."""
+    if b"\0" in data:
+        return True
+    controls = len(data.translate(None, _NOT_CONTROL))
+    return controls > _MAX_CONTROL_SHARE * len(data)
+
+
 def _read_text(path: Path) -> str:
-    """Decode a text file as UTF-8 (a BOM is dropped), falling back to latin-1."""
+    """Decode a text file as UTF-8 (a BOM is dropped), falling back to latin-1.
+
+    Latin-1 is the fallback because real corpora hold such files (one BBC article does);
+    bytes that are no text at all (see `_looks_binary`) are refused.
+    """
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise GeomlensError(
             f"cannot read corpus file '{path}' ({exc.strerror}); fix its permissions or remove it."
         ) from exc
+    if _looks_binary(data):
+        raise GeomlensError(
+            f"corpus file '{path}' is not text (it holds NUL or control bytes); remove it, or "
+            "save it as UTF-8 text."
+        )
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError:

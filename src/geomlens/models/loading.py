@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import sys
 import tempfile
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 
 from geomlens.errors import GeomlensError
 from geomlens.models.bundled import BUNDLED, BundledModel
@@ -42,8 +44,13 @@ def load_model(
     device: str | torch.device = "cpu",
     dtype: str | torch.dtype = "float32",
     attention: str = "sdpa",
+    trust_remote_code: bool = False,
 ) -> ModelView:
     """Load a model and return its ``ModelView``.
+
+    Nothing in a model's files runs as code: weights load from safetensors or GGUF only
+    (never from pickled ``.bin`` files), and a folder whose config asks for its own Python
+    code (``auto_map``) is refused unless ``trust_remote_code`` is set.
 
     Args:
         name_or_path: a bundled name (``geomlens models``), a local folder with
@@ -52,11 +59,20 @@ def load_model(
         device: where the model runs.
         dtype: "float32", "bfloat16" or "float16".
         attention: the HF attention implementation; "eager" is needed for attention weights.
+        trust_remote_code: let Hugging Face import Python code shipped with the model
+            (``--trust-remote-code``); off by default.
     """
     quiet_transformers()
     name = str(name_or_path)
     folder = resolve_folder(name)
-    return load_folder(folder, name, device=device, dtype=resolve_dtype(dtype), attention=attention)
+    return load_folder(
+        folder,
+        name,
+        device=device,
+        dtype=resolve_dtype(dtype),
+        attention=attention,
+        trust_remote_code=trust_remote_code,
+    )
 
 
 def resolve_folder(name: str) -> Path:
@@ -114,11 +130,13 @@ def convert_gguf(parts: list[Path], stem: str) -> Path:
     final = converted_dir(stem, file_key(parts))
     if (final / "config.json").exists():
         return final
+    with open(parts[0], "rb") as f:
+        if f.read(4) != b"GGUF":
+            raise GeomlensError(
+                f"{parts[0]} is not a GGUF file (it does not start with the GGUF magic bytes); "
+                "give an intact .gguf file."
+            )
     final.parent.mkdir(parents=True, exist_ok=True)
-    print(
-        f"converting {parts[0].name} to a float32 folder once (under a minute); cached in {final}",
-        file=sys.stderr,
-    )
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     with tempfile.TemporaryDirectory(dir=final.parent) as scratch:
@@ -131,12 +149,20 @@ def convert_gguf(parts: list[Path], stem: str) -> Path:
         kwargs: dict[str, Any] = {"gguf_file": gguf.name}
         try:
             family_for(AutoConfig.from_pretrained(gguf.parent, **kwargs))
+            print(  # only once the file proved readable: an error stays one line
+                f"converting {parts[0].name} to a float32 folder once (under a minute); "
+                f"cached in {final}",
+                file=sys.stderr,
+            )
             tokenizer = AutoTokenizer.from_pretrained(gguf.parent, **kwargs)
             model = AutoModelForCausalLM.from_pretrained(gguf.parent, dtype=torch.float32, **kwargs)
         except GeomlensError:
             raise
         except Exception as exc:
-            raise GeomlensError(f"could not read GGUF file {gguf}: {exc}") from None
+            raise GeomlensError(
+                f"could not read GGUF file {gguf} ({exc}); it may be truncated or corrupt: "
+                "copy it again."
+            ) from None
         model.hf_quantizer = None  # type: ignore[assignment]
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
@@ -157,21 +183,84 @@ def auto_class(kind: str) -> Any:
     }[kind]
 
 
+def check_no_code(folder: Path, trust_remote_code: bool = False) -> None:
+    """Refuse a folder whose config names its own Python code, unless that is allowed.
+
+    Raises:
+        GeomlensError: if config.json is unreadable, or names code (``auto_map``) while
+            ``trust_remote_code`` is off.
+    """
+    try:
+        raw = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise GeomlensError(
+            f"{folder / 'config.json'} is not a readable JSON model config ({exc}); "
+            "replace it with the model's own config.json."
+        ) from None
+    if isinstance(raw, dict) and "auto_map" in raw and not trust_remote_code:
+        raise GeomlensError(
+            f"the model in {folder} asks to run its own Python code (auto_map in config.json), "
+            "which geomlens does not do unless you pass --trust-remote-code."
+        )
+
+
+def check_safetensors(folder: Path) -> None:
+    """Refuse a folder without safetensors weights: pickled ``.bin`` files can run code.
+
+    Raises:
+        GeomlensError: naming the pickle files found instead, if any.
+    """
+    if not any(folder.glob("*.safetensors")):
+        found = sorted(p.name for p in folder.iterdir() if p.suffix in (".bin", ".pt", ".pth"))
+        also = f" (it has {', '.join(found)}, pickle files that can run code)" if found else ""
+        raise GeomlensError(
+            f"{folder} holds no .safetensors weights{also}; geomlens loads weights only from "
+            "safetensors or GGUF, so convert them to safetensors first."
+        )
+
+
 def load_folder(
-    folder: Path, name: str, *, device: str | torch.device, dtype: torch.dtype, attention: str
+    folder: Path,
+    name: str,
+    *,
+    device: str | torch.device,
+    dtype: torch.dtype,
+    attention: str,
+    trust_remote_code: bool = False,
 ) -> ModelView:
     """Load an HF folder through its family mapping (options are checked before weights load)."""
     from transformers import AutoConfig, AutoTokenizer
 
+    check_no_code(folder, trust_remote_code)
+    # Hugging Face sees trust_remote_code only when the user asked for it.
+    remote: dict[str, Any] = {"trust_remote_code": trust_remote_code} if trust_remote_code else {}
     try:
-        config = AutoConfig.from_pretrained(folder, local_files_only=True)
+        config = AutoConfig.from_pretrained(folder, local_files_only=True, **remote)
     except Exception as exc:
         raise GeomlensError(f"could not read the model config in {folder}: {exc}") from None
-    family = family_for(config)
-    model = auto_class(family.auto_class).from_pretrained(
-        folder, dtype=dtype, attn_implementation=attention, local_files_only=True
-    )
+    family = family_for(config)  # unhandled options are reported before missing weights
+    check_safetensors(folder)
+    try:
+        model = auto_class(family.auto_class).from_pretrained(
+            folder,
+            dtype=dtype,
+            attn_implementation=attention,
+            local_files_only=True,
+            use_safetensors=True,
+            **remote,
+        )
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise GeomlensError(
+            f"could not load the weights in {folder} ({exc}); the files may be truncated or "
+            "corrupt: copy or convert the model again."
+        ) from None
     model.eval().requires_grad_(False)
     model.to(device)
-    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, **remote)
+    except (OSError, ValueError) as exc:
+        raise GeomlensError(
+            f"could not load the tokenizer in {folder} ({exc}); the folder needs the model's "
+            "tokenizer files."
+        ) from None
     return family.build(model, tokenizer, name, str(folder))
