@@ -6,8 +6,20 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
-from geomlens.errors import GeomlensError
+from geomlens.errors import GeomlensError, one_line, os_error_sentence
+
+
+class UsageError(GeomlensError):
+    """A command line argparse refuses (unknown option, a value of the wrong type)."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one sentence, reported like every other error."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see `{self.prog} --help`).")
 
 
 def parse_layers(text: str) -> tuple[int, ...] | None:
@@ -53,11 +65,57 @@ def add_capture_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="let a model folder run its own Python code (auto_map); off by default",
+    )
+    p.add_argument(
         "--checkpoint-every",
         type=float,
         default=30.0,
         metavar="SECONDS",
         help="save resumable progress at most this often (default 30)",
+    )
+    p.add_argument(
+        "--engine",
+        default="local",
+        choices=["local", "ray"],
+        help="where the capture runs: this process (default) or a Ray cluster",
+    )
+    p.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="ADDR",
+        help="Ray cluster to join (default: RAY_ADDRESS, else a local Ray instance)",
+    )
+    p.add_argument(
+        "--workers", type=int, default=None, metavar="N", help="Ray model workers (--engine ray)"
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="torch threads per Ray worker (default 1), or of this process with --engine local",
+    )
+    p.add_argument(
+        "--activations-dir",
+        default=None,
+        metavar="DIR_OR_URL",
+        help="where --save-activations writes shards: a folder or fsspec URL "
+        "(default: DIR/activations)",
+    )
+
+
+def engine_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from geomlens.engines import EngineConfig
+
+    return EngineConfig(
+        name=args.engine,
+        ray_address=args.ray_address,
+        workers=args.workers,
+        threads=args.threads,
+        activations_dir=args.activations_dir,
     )
 
 
@@ -78,6 +136,7 @@ def capture_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         balance=args.balance,
         save_activations=args.save_activations,
         second_moment=args.second_moment,
+        trust_remote_code=args.trust_remote_code,
     )
 
 
@@ -126,10 +185,11 @@ def cmd_capture(args: argparse.Namespace) -> int:
         out,
         progress=not args.quiet,
         checkpoint_every_s=args.checkpoint_every,
+        engine=engine_config(args),
     )
     timing = run.manifest.get("timing", {})
     print(f"capture written to {run.path}")
-    if timing:
+    if "tokens" in timing:  # absent when a resumed run found its statistics already saved
         print(f"  {timing['tokens']:.0f} tokens at {timing['tokens_per_s']:.0f} tokens/s")
     return 0
 
@@ -144,6 +204,7 @@ def cmd_decompose(args: argparse.Namespace) -> int:
         skip_first=args.skip_first,
         progress=not args.quiet,
         checkpoint_every_s=args.checkpoint_every,
+        engine=engine_config(args),
     )
     rows = run.metrics["decomposition"]["layers"]
     print(f"decomposition written to {run.path} (metrics.json, figures/)")
@@ -169,6 +230,7 @@ def cmd_walk(args: argparse.Namespace) -> int:
         generate=args.generate,
         progress=not args.quiet,
         checkpoint_every_s=args.checkpoint_every,
+        engine=engine_config(args),
     )
     print(f"walk written to {run.path} (metrics.json, similarity.safetensors, figures/)")
     for line in summary_lines(run):
@@ -188,6 +250,7 @@ def cmd_sphere(args: argparse.Namespace) -> int:
         layers=args.probe_layers,
         progress=not args.quiet,
         checkpoint_every_s=args.checkpoint_every,
+        engine=engine_config(args),
     )
     m = run.metrics["sphere"]
     traj = m["trajectory"]
@@ -200,8 +263,180 @@ def cmd_sphere(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_arithmetic(args: argparse.Namespace) -> int:
+    from geomlens.arithmetic import make_config, run_arithmetic, summary_lines
+
+    config = make_config(
+        args.preset,
+        train_digits=args.train_digits,
+        test_digits=args.test_digits,
+        reverse_output=args.reverse_output,
+        carry=args.carry,
+        layers=args.layers,
+        heads=args.heads,
+        d_model=args.d_model,
+        steps=args.steps,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        train_samples=args.train_samples,
+        checkpoint_every=args.checkpoint_every,
+        eval_samples=args.eval_samples,
+        geometry_contexts=args.geometry_contexts,
+        control=args.control,
+        device=args.device,
+        threads=args.threads,
+        seed=args.seed,
+    )
+    out = args.out or f"runs/arithmetic-{config.preset}"
+    run = run_arithmetic(config, out, progress=not args.quiet)
+    print(f"addition study written to {run.path} (metrics.json, figures/, model/)")
+    for line in summary_lines(run):
+        print(line)
+    return 0
+
+
+def parse_limit(text: str) -> int | None:
+    """ "all" or a positive number of items."""
+    if text == "all":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--limit takes a number or 'all' (got {text!r})"
+        ) from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"--limit must be at least 1 (got {value})")
+    return value
+
+
+def cmd_concepts(args: argparse.Namespace) -> int:
+    from geomlens.concepts.command import ConceptsConfig, run_concepts, summary_lines
+
+    config = ConceptsConfig(
+        model=args.model,
+        task=args.task,
+        shots=args.shots,
+        limit=args.limit,
+        schemes=tuple(args.scheme or ()),
+        sweep=args.sweep,
+        seed=args.seed,
+        data_dir=args.data_dir,
+        device=args.device,
+        dtype=args.dtype,
+        batch_tokens=args.batch_tokens,
+    )
+    out = args.out or default_out("concepts", args.model)
+    run = run_concepts(config, out, progress=not args.quiet)
+    print(f"concept-space tests written to {run.path} (metrics.json, predictions.jsonl,")
+    print("  sweep_table.md, top10.md, schemes/, figures/)")
+    for line in summary_lines(run):
+        print(line)
+    return 0
+
+
+def cmd_data_bigbench(args: argparse.Namespace) -> int:
+    from geomlens.concepts.data import TASKS, default_out, fetch_bigbench
+
+    tasks = tuple(t for t in args.tasks.split(",") if t) if args.tasks else TASKS
+    out = args.out or default_out()
+    written = fetch_bigbench(out, archive=args.archive, tasks=tasks)
+    print(f"BIG-bench tasks written to {out}:")
+    for task, path in sorted(written.items()):
+        print(f"  {task}: {path}")
+    return 0
+
+
+def add_concepts_parsers(sub: argparse._SubParsersAction) -> None:
+    """The ``concepts`` and ``data`` commands."""
+    p = sub.add_parser(
+        "concepts", help="concept-space tests on a multiple-choice task (Singh 2023)"
+    )
+    p.add_argument("--model", default="smollm2-135m", help="bundled name, folder, .gguf or HF id")
+    p.add_argument("--task", default="timedial", help="task file, or a name in the data folder")
+    p.add_argument(
+        "--data-dir", default=None, help="where task names are looked up (default: $GEOMLENS_DATA)"
+    )
+    p.add_argument("--shots", type=int, default=0, metavar="K", help="solved examples per item")
+    p.add_argument(
+        "--limit", type=parse_limit, default=50, metavar="N", help="first N items, or 'all' (50)"
+    )
+    p.add_argument(
+        "--scheme",
+        action="append",
+        default=None,
+        metavar="S",
+        help="a preset (sanity, sentences_E, examples_mid, similarity_mid) or key=value "
+        "pairs; repeat for several (default: the four presets)",
+    )
+    p.add_argument("--sweep", default=None, metavar="GRID", help="YAML or JSON grid of schemes")
+    p.add_argument("--seed", type=int, default=0, help="few-shot sampling and bootstrap seed")
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    p.add_argument("--batch-tokens", type=int, default=2048, help="padded tokens per forward")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.add_argument("--out", default=None, help="run folder (default: runs/concepts-<model>)")
+    p.set_defaults(func=cmd_concepts)
+    p = sub.add_parser("data", help="rebuild offline data folders")
+    data = p.add_subparsers(dest="dataset", required=True)
+    q = data.add_parser("bigbench", help="BIG-bench task files from the bigbench package on PyPI")
+    q.add_argument(
+        "--out", default=None, help="folder (default: $GEOMLENS_DATA/bigbench or data/bigbench)"
+    )
+    q.add_argument("--archive", default=None, help="an already downloaded bigbench-1.0.0.tar.gz")
+    q.add_argument("--tasks", default=None, help="comma-separated task paths (default: five)")
+    q.set_defaults(func=cmd_data_bigbench)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from geomlens.report_command import run_report
+
+    out = args.out or default_out("report", args.model)
+    run = run_report(
+        capture_config(args),
+        out,
+        task=args.task,
+        limit=args.limit,
+        skip_first=args.skip_first,
+        progress=not args.quiet,
+        checkpoint_every_s=args.checkpoint_every,
+        engine=engine_config(args),
+    )
+    minutes = run.manifest.get("timing", {}).get("wall_seconds", 0.0) / 60
+    print(f"report written to {run.path / 'report.html'} ({minutes:.1f} min)")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from geomlens.report.compare import write_compare
+
+    page = write_compare(args.runs, args.out)
+    print(f"comparison written to {page} (and compare.csv beside it)")
+    return 0
+
+
+def add_report_parsers(sub: argparse._SubParsersAction) -> None:
+    """The ``report`` and ``compare`` commands."""
+    p = sub.add_parser("report", help="every analysis on one capture, in one report.html")
+    add_capture_options(p)
+    p.add_argument(
+        "--task", default=None, help="multiple-choice task of the concept tests (default task)"
+    )
+    p.add_argument("--limit", type=int, default=40, metavar="N", help="task items scored (40)")
+    p.add_argument(
+        "--skip-first",
+        action="store_true",
+        help="primary view leaves position 0 out (both views are shown)",
+    )
+    p.set_defaults(func=cmd_report)
+    p = sub.add_parser("compare", help="per-layer numbers of several runs side by side")
+    p.add_argument("runs", nargs="+", metavar="DIR", help="run folders (decompose or report)")
+    p.add_argument("--out", default="runs/compare", help="output folder (default runs/compare)")
+    p.set_defaults(func=cmd_compare)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="geomlens", description="Measure the geometry of pretrained transformer models."
     )
     sub = parser.add_subparsers(dest="command", required=True)
@@ -239,16 +474,71 @@ def build_parser() -> argparse.ArgumentParser:
         help="blocks whose heads and FFN rows are probed (default: first, middle, last)",
     )
     p.set_defaults(func=cmd_sphere)
+    p = sub.add_parser(
+        "arithmetic", help="addition study: length generalisation and positional geometry"
+    )
+    p.add_argument("--preset", default=None, choices=["quick", "full"], help="default: full")
+    p.add_argument("--train-digits", default=None, metavar="LO-HI", help="full: 5-10")
+    p.add_argument("--test-digits", default=None, metavar="LO-HI", help="full: 1-15")
+    p.add_argument(
+        "--reverse-output",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="write answers least significant digit first (default: on)",
+    )
+    p.add_argument(
+        "--carry",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="--no-carry draws only sums without any carry (default: carries allowed)",
+    )
+    p.add_argument("--layers", type=int, default=None, metavar="L")
+    p.add_argument("--heads", type=int, default=None, metavar="H")
+    p.add_argument("--d-model", type=int, default=None, metavar="D")
+    p.add_argument("--steps", type=int, default=None, metavar="N")
+    p.add_argument("--batch-size", type=int, default=None, metavar="B")
+    p.add_argument("--lr", type=float, default=None, help="peak AdamW learning rate")
+    p.add_argument(
+        "--train-samples",
+        type=int,
+        default=None,
+        metavar="N",
+        help="fixed training set size (0: fresh problems every step)",
+    )
+    p.add_argument("--checkpoint-every", type=int, default=None, metavar="STEPS")
+    p.add_argument("--eval-samples", type=int, default=None, metavar="N", help="per length")
+    p.add_argument("--geometry-contexts", type=int, default=None, metavar="C")
+    p.add_argument(
+        "--control",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also train a control on randomised position ids (full: on, quick: off)",
+    )
+    p.add_argument("--device", default=None, help="cpu (default) or cuda")
+    p.add_argument("--threads", type=int, default=None, metavar="N", help="torch CPU threads")
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--out", default=None, help="run folder (default: runs/arithmetic-<preset>)")
+    p.set_defaults(func=cmd_arithmetic)
+    add_concepts_parsers(sub)
+    add_report_parsers(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: user errors print one sentence and exit 2."""
-    args = build_parser().parse_args(argv)
+    """Entry point: user errors print one sentence and exit 2.
+
+    So do failed file operations (a full disk, no permission, a read-only file system):
+    what a run finished before them stays in its folder, and rerunning resumes.
+    """
     try:
+        args = build_parser().parse_args(argv)
         return int(args.func(args))
     except GeomlensError as exc:
-        print(f"geomlens: error: {exc}", file=sys.stderr)
+        print(f"geomlens: error: {one_line(str(exc))}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"geomlens: error: {one_line(os_error_sentence(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("geomlens: interrupted.", file=sys.stderr)

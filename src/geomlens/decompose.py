@@ -62,6 +62,7 @@ def decomposition_figures(
 ATTENTION_BLOCKS = 3  # blocks whose attention is split (first, middle, last)
 ATTENTION_CONTEXTS = 2  # windows split (x T^2 query-key pairs each; the basis uses all)
 QK_BASIS_MAX = 20  # largest positional basis for W_QK
+QK_BASIS_MIN = 4  # smallest: a rank-2 plus diagonal fit of a smaller matrix is exact
 
 
 def attention_in_basis(
@@ -70,13 +71,16 @@ def attention_in_basis(
     acc: DecompositionAccumulator,
     results: list[LayerDecomposition],
     figures: list[tuple[Any, str]],
+    basis_ranks: dict[int, int],
 ) -> dict[str, Any]:
     """Attention logits split into pos/ctx parts and W_QK in the positional basis.
+
+    ``basis_ranks`` maps a layer to pos_rank95 without position 0 (the W_QK basis size
+    before it is clipped to [QK_BASIS_MIN, QK_BASIS_MAX]).
 
     Appends its figures (with file names) to ``figures``.
     """
     skip = results[0].skip_first
-    by_layer = {r.layer: r for r in results}
     blocks = pick_layers([x for x in acc.layers if x < view.n_layers], ATTENTION_BLOCKS)
     n_ctx = min(ATTENTION_CONTEXTS, windows.n_contexts)
     ids = torch.tensor(windows.input_ids[:n_ctx])
@@ -88,8 +92,11 @@ def attention_in_basis(
             split = attention_parts(view, block, hidden[block], stats, contexts=range(n_ctx))
         except GeomlensError as exc:
             return {"unsupported": str(exc)}
-        k = max(1, min(QK_BASIS_MAX, by_layer[block].pos_rank95))
-        basis = qk_positional_basis(view, block, stats, k)
+        # The W_QK basis always leaves position 0 out: with it, a massive activation at the
+        # first token can make pos_rank95 = 1, and a 1-wide basis says nothing about W_QK.
+        basis_stats = acc.finalize(block, skip_first=True)
+        k = min(QK_BASIS_MAX, max(QK_BASIS_MIN, basis_ranks[block]))
+        basis = qk_positional_basis(view, block, basis_stats, k)
         parts.append(split.to_dict())
         qk.append(basis.to_dict())
         splits.append(split)
@@ -149,7 +156,9 @@ def analyse_decomposition(skip_first: bool, seed: int):  # type: ignore[no-untyp
         }
         write_json(folder.path / "decomposition_spectra.json", spectra)
         attention_figures: list[tuple[Any, str]] = []
-        attention = attention_in_basis(view, windows, acc, primary, attention_figures)
+        skip_view = primary if skip_first else other
+        ranks = {r.layer: r.pos_rank95 for r in skip_view}
+        attention = attention_in_basis(view, windows, acc, primary, attention_figures, ranks)
         folder.merge_metrics("attention", attention)
         folder.merge_metrics("induction", induction(view, seed, attention_figures))
         save_all([(fig, out / name) for fig, name in attention_figures])

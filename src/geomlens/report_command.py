@@ -11,16 +11,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from geomlens.capture.capture import CaptureConfig
 from geomlens.corpus import Windows
 from geomlens.decompose import analyse_decomposition
+from geomlens.engines import EngineConfig
+from geomlens.errors import GeomlensError
 from geomlens.models import load_model
 from geomlens.models.view import ModelView
 from geomlens.pipeline import run_command
@@ -94,15 +98,47 @@ def walk_stage(seed: int, generate: int) -> Stage:
     return analyse
 
 
-def concepts_stage(task: str | None, limit: int, seed: int) -> Stage:
-    """The concept-space tests on a small slice of a task (decoders only)."""
+def default_task(name: str) -> str:
+    """``name`` when a data folder holds it, else the packaged slice of social_iqa.
+
+    The packaged file (the first 200 items of BIG-bench's social_iqa, Apache-2.0, see
+    geomlens/data/NOTICE-bigbench.md) lets the report run on a machine with no data folder.
+    """
+    from geomlens.concepts.tasks import load_task
+
+    try:
+        load_task(name)
+        return name
+    except GeomlensError:
+        return str(resources.files("geomlens") / "data" / "social_iqa_200.json")
+
+
+def concepts_stage(config: CaptureConfig, task: str | None, limit: int) -> Stage:
+    """The concept-space tests on a small slice of a task, as a run folder of their own.
+
+    The tests run into ``DIR/concepts`` (which caches the baseline and each scheme) and
+    their "concepts" section is copied into the report's metrics.
+    """
 
     def analyse(
         folder: RunFolder, view: ModelView, windows: Windows, acc: DecompositionAccumulator
     ) -> None:
-        from geomlens.concepts.report import concepts_for_report
+        from geomlens.concepts.command import DEFAULT_TASK, ConceptsConfig, run_concepts
 
-        folder.merge_metrics("concepts", concepts_for_report(view, folder, task, limit, seed))
+        concepts = ConceptsConfig(
+            model=config.model,
+            task=task or default_task(DEFAULT_TASK),
+            limit=limit,
+            seed=config.seed,
+            device=config.device,
+            dtype=config.dtype,
+        )
+        run = run_concepts(concepts, folder.path / "concepts", view=view)
+        figure = run.path / "figures" / "concepts_schemes.png"
+        if figure.exists():
+            (folder.path / "figures").mkdir(exist_ok=True)
+            shutil.copyfile(figure, folder.path / "figures" / figure.name)
+        folder.merge_metrics("concepts", run.metrics["concepts"])
 
     return analyse
 
@@ -117,6 +153,7 @@ def run_report(
     view: ModelView | None = None,
     progress: bool = True,
     checkpoint_every_s: float = 30.0,
+    engine: EngineConfig | None = None,
 ) -> Run:
     """Every analysis the model supports on one capture, then ``DIR/report.html``.
 
@@ -129,7 +166,10 @@ def run_report(
         view: a model already loaded for ``config.model``.
         progress: progress bars and stage lines on stderr.
         checkpoint_every_s: how often the capture saves resumable progress.
+        engine: where the capture runs (default: this process).
     """
+    if limit < 1:
+        raise GeomlensError(f"--limit must be at least 1 (got {limit}).")
     config = dataclasses.replace(config, second_moment=True)
     if view is None:
         config.validate()
@@ -150,7 +190,7 @@ def run_report(
         ("walk", "movement through embedding space", walk_stage(config.seed, WALK_GENERATE)),
     ]
     if not view.is_encoder:
-        stages.append(("concepts", "concept-space tests", concepts_stage(task, limit, config.seed)))
+        stages.append(("concepts", "concept-space tests", concepts_stage(config, task, limit)))
     options = {
         "skip_first": skip_first,
         "task": task,
@@ -166,6 +206,7 @@ def run_report(
         view=view,
         progress=progress,
         checkpoint_every_s=checkpoint_every_s,
+        engine=engine,
     )
     write_report(run.path)
     return open_run(run.path)

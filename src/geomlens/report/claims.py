@@ -103,6 +103,7 @@ def _position_claims(metrics: dict[str, Any]) -> list[Claim]:
         ),
     ]
     qk = (metrics.get("attention") or {}).get("qk_basis") or []
+    qk = [b for b in qk if b["k"] > b["rank"] + 1]  # smaller bases fit exactly: no evidence
     fits = [h["residual"] for b in qk for h in b["heads"]]
     base = [h["baseline_residual"] for b in qk for h in b["heads"]]
     fit, rand = (statistics.median(fits), statistics.median(base)) if fits else (None, None)
@@ -165,8 +166,10 @@ def _walk_claims(metrics: dict[str, Any]) -> list[Claim]:
 
 def _concept_claims(metrics: dict[str, Any]) -> list[Claim]:
     concepts = metrics.get("concepts") or {}
-    best = concepts.get("best_scheme") or {}
-    score = best.get("normalised")
+    ranking = concepts.get("ranking") or []
+    best = (concepts.get("schemes") or {}).get(ranking[0], {}) if ranking else {}
+    score = best.get(concepts.get("headline", "normalised_vs_acc"))
+    best = {**best, "name": ranking[0] if ranking else "?"}
     reason = concepts.get("unsupported", "no concept tests in this run")
     return [
         Claim(

@@ -16,7 +16,7 @@ import plotly.offline
 
 from geomlens.report import interactive as plots
 from geomlens.report.claims import claims, skip_first_layers
-from geomlens.report.html import escape, image, plot, readings, section, table
+from geomlens.report.html import escape, image, number, plot, readings, section, table
 from geomlens.runfolder import Run, open_run
 
 SECTIONS = (
@@ -397,45 +397,43 @@ def concepts_section(run: Run) -> str:
         return readings(["Not computed in this run."])
     if "unsupported" in c:
         return readings([f"Not computed: {c['unsupported']}"])
-    base = c["baseline"]
+    base, headline = c["baseline"], c.get("headline", "normalised_vs_acc")
     lines = [
-        f"Baseline on {base['n']} items of {c.get('task', 'the task')}: acc {base['acc']:.3f}, "
-        f"acc_norm {base['acc_norm']:.3f}."
+        f"Baseline on {base['n']} items of {c['task']['name']} ({c['shots']}-shot): acc "
+        f"{base['acc']:.3f}, acc_norm {base['acc_norm']:.3f}, acc_bytes {base['acc_bytes']:.3f} "
+        f"(chance {base['chance']:.3f}).",
+        f"Scores are normalised by the baseline's acc (summed log-likelihood): {headline}.",
     ]
-    schemes = c.get("schemes") or []
-    if schemes:
+    ranking = c.get("ranking") or []
+    schemes = c.get("schemes") or {}
+    if ranking:
+        best = schemes[ranking[0]]
         lines.append(
-            f"The best scheme reaches {c['best_scheme']['normalised']:.2f} of the baseline "
-            f"({c['best_scheme']['name']})."
+            f"The best scheme, {ranking[0]}, reaches {number(best.get(headline))} of the "
+            f"baseline (accuracy {best['acc']:.3f})."
         )
-    rows = [
-        [
-            s["name"],
-            s.get("test"),
-            s.get("acc"),
-            s.get("normalised"),
-            s.get("ci_low"),
-            s.get("ci_high"),
-        ]
-        for s in schemes
-    ]
+    rows = []
+    for name in ranking:
+        s = schemes[name]
+        low, high = s.get(f"{headline}_ci") or (None, None)
+        rows.append([name, s["acc"], s.get(headline), low, high, s.get("normalised_vs_acc_norm")])
     parts = [readings(lines)]
-    if schemes:
+    if rows:
         parts.append(
             plot(
                 plots.bars(
-                    [s["name"] for s in schemes],
-                    [s.get("normalised") for s in schemes],
-                    "Accuracy over the baseline",
+                    [r[0] for r in rows],
+                    [r[2] for r in rows],
+                    "Accuracy over the baseline's",
                     "normalised accuracy",
+                    errors=[(r[3] or 0.0, r[4] or 0.0) for r in rows],
                 ),
                 "plot-concepts",
-                "Concept schemes, accuracy normalised by the model's baseline",
+                "Concept schemes: accuracy over the model's baseline accuracy, 95% intervals",
             )
         )
-        parts.append(
-            table(["scheme", "test", "acc", "normalised", "95% low", "95% high"], rows, "Schemes")
-        )
+        header = ["scheme", "acc", "normalised", "95% low", "95% high", "vs acc_norm"]
+        parts.append(table(header, rows, "Schemes, best first"))
     parts.append(static_figures(folder, ("concepts_",)))
     return "".join(parts)
 
