@@ -1,0 +1,364 @@
+"""Log-likelihood of answer choices, batched, compatible with lm-evaluation-harness.
+
+A request is a context and a continuation (" " + choice, with the context's trailing
+whitespace moved to its front), tokenised as lm-evaluation-harness's Hugging Face model
+does: the context alone, the continuation as the tokens of context + continuation after
+the context's. All choices of an item share their context, so they are scored in one
+packed sequence: the context once, then each choice's tokens, each choice attending to the
+context and to itself only (a block mask, positions restarting after the context). Rows are
+sorted by length and batched by a token budget. A model that cannot take a custom mask and
+positions falls back to one sequence per choice; a one-row self-check decides.
+
+Prefixes may be token ids or vectors (``inputs_embeds``): the same scorer serves the
+baseline and pyramidal generation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from geomlens.concepts.tasks import TARGET_DELIMITER, Item, Prompt, Task, build_prompt
+from geomlens.errors import GeomlensError
+from geomlens.models.view import ModelView
+
+BATCH_TOKENS = 2048  # padded tokens per forward pass
+MAX_ROWS = 64
+PACK_TOLERANCE = 1e-3
+_PACKING: dict[int, bool] = {}
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """One item's requests as tokens.
+
+    Attributes:
+        context: context token ids (one beginning-of-text token if empty, as lm-eval).
+        continuations: one tuple of token ids per choice.
+        context_text: the context string as tokenised (trailing whitespace removed).
+    """
+
+    context: tuple[int, ...]
+    continuations: tuple[tuple[int, ...], ...]
+    context_text: str
+
+
+@dataclass(frozen=True)
+class Row:
+    """One packed row: a prefix (ids [L] or vectors [L, d]) and the continuations scored."""
+
+    prefix: torch.Tensor
+    continuations: tuple[tuple[int, ...], ...]
+
+    @property
+    def n_prefix(self) -> int:
+        return int(self.prefix.shape[0])
+
+    @property
+    def n_packed(self) -> int:
+        return self.n_prefix + sum(len(c) - 1 for c in self.continuations)
+
+
+def check_decoder(view: ModelView) -> None:
+    """Refuse models that cannot score a continuation left to right."""
+    if view.is_encoder or view.family in ("bert", "t5"):
+        raise GeomlensError(
+            f"the concept-space tests need a decoder-only language model; {view.name} is "
+            f"a {view.family} model (use e.g. smollm2-135m)."
+        )
+
+
+def tokenize(view: ModelView, text: str) -> list[int]:
+    return list(view.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def prefix_token(view: ModelView) -> int:
+    """The token an empty context is replaced by (beginning of text, else end of text)."""
+    tok = view.tokenizer
+    token = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
+    if token is None:
+        raise GeomlensError(f"{view.name}'s tokenizer has no token to stand for an empty context.")
+    return int(token)
+
+
+def encode_requests(view: ModelView, context: str, continuations: Sequence[str]) -> Encoded:
+    """Tokenise (context, continuation) requests sharing one context, as lm-eval's hf model.
+
+    The context's trailing whitespace moves to the front of every continuation; the
+    context is tokenised alone, each continuation as the tokens of context + continuation
+    after the context's; an empty context becomes one beginning-of-text token.
+    """
+    ctx_text = context.rstrip()
+    moved = context[len(ctx_text) :]
+    ctx_ids = tokenize(view, ctx_text)
+    conts: list[tuple[int, ...]] = []
+    for cont in continuations:
+        whole = tokenize(view, ctx_text + moved + cont)
+        conts.append(tuple(whole[len(ctx_ids) :]))
+        if not conts[-1]:
+            raise GeomlensError(f"continuation {cont!r} tokenises to nothing after its context.")
+    if not ctx_ids:
+        ctx_ids = [prefix_token(view)]
+    total = len(ctx_ids) + max(len(c) for c in conts)
+    if view.n_ctx is not None and total > view.n_ctx:
+        raise GeomlensError(
+            f"a context with its answer has {total} tokens, more than {view.name} accepts "
+            f"({view.n_ctx}); use fewer --shots or a task with shorter items."
+        )
+    return Encoded(tuple(ctx_ids), tuple(conts), ctx_text)
+
+
+def encode_item(view: ModelView, context: str, choices: Sequence[str]) -> Encoded:
+    """One item's requests: the context and " " + each choice (lm-evaluation-harness)."""
+    return encode_requests(view, context, [TARGET_DELIMITER + c for c in choices])
+
+
+def embed_ids(view: ModelView, ids: torch.Tensor) -> torch.Tensor:
+    """The model's own input embedding of token ids (any scale it applies included)."""
+    with torch.inference_mode():
+        model: Any = view.model
+        embedding = model.get_input_embeddings()
+        return embedding(ids.to(view.device))
+
+
+def head_logprobs(view: ModelView, hidden: torch.Tensor) -> torch.Tensor:
+    """Log-probabilities of the next token from final hidden states [M, d] -> [M, vocab]."""
+    model: Any = view.model
+    head = model.get_output_embeddings()
+    logits = head(hidden).float()
+    cap = getattr(view.config, "final_logit_softcapping", None)
+    if cap:
+        logits = torch.tanh(logits / cap) * cap
+    return torch.log_softmax(logits, dim=-1)
+
+
+def _last_hidden(view: ModelView, embeds: torch.Tensor, mask: torch.Tensor, pos: Any) -> Any:
+    kwargs: dict[str, Any] = {"inputs_embeds": embeds, "attention_mask": mask, "use_cache": False}
+    if pos is not None:
+        kwargs["position_ids"] = pos
+    return view.base(**kwargs).last_hidden_state
+
+
+def _prefix_embeds(view: ModelView, row: Row) -> torch.Tensor:
+    if row.prefix.dtype in (torch.long, torch.int32, torch.int64):
+        return embed_ids(view, row.prefix)
+    return row.prefix.to(view.device, dtype=view.W_E.dtype)
+
+
+def _packed_batch(view: ModelView, rows: Sequence[Row]) -> list[list[float]]:
+    """Score rows packed: prefix once, each continuation in its own attention block."""
+    length = max(r.n_packed for r in rows)
+    d = view.d_model
+    dtype = view.W_E.dtype
+    embeds = torch.zeros(len(rows), length, d, dtype=dtype, device=view.device)
+    block = torch.full((len(rows), length), -1, dtype=torch.long)
+    pos = torch.zeros(len(rows), length, dtype=torch.long)
+    targets: list[tuple[int, int, int, int]] = []  # row, position, token, choice
+    for b, row in enumerate(rows):
+        p = row.n_prefix
+        embeds[b, :p] = _prefix_embeds(view, row)
+        block[b, :p] = 0
+        pos[b, :p] = torch.arange(p)
+        at = p
+        for j, cont in enumerate(row.continuations):
+            targets.append((b, p - 1, cont[0], j))
+            n = len(cont) - 1
+            if n:
+                ids = torch.tensor(cont[:-1], dtype=torch.long)
+                embeds[b, at : at + n] = embed_ids(view, ids)
+                block[b, at : at + n] = j + 1
+                pos[b, at : at + n] = torch.arange(p, p + n)
+                targets.extend((b, at + o, cont[o + 1], j) for o in range(n))
+            at += n
+    q = torch.arange(length)
+    causal = q[None, :] <= q[:, None]
+    same = (block[:, None, :] == 0) | (block[:, None, :] == block[:, :, None])
+    allowed = causal[None] & same & (block[:, :, None] >= 0)
+    allowed |= torch.eye(length, dtype=torch.bool)[None]
+    mask = torch.zeros(allowed.shape, dtype=dtype)
+    mask.masked_fill_(~allowed, torch.finfo(dtype).min)
+    with torch.inference_mode():
+        hidden = _last_hidden(view, embeds, mask[:, None].to(view.device), pos.to(view.device))
+        idx = torch.tensor([(b, t) for b, t, _, _ in targets])
+        lp = head_logprobs(view, hidden[idx[:, 0], idx[:, 1]])
+        tok = torch.tensor([t for _, _, t, _ in targets], device=lp.device)
+        picked = lp.gather(1, tok[:, None])[:, 0].double().cpu().numpy()
+    out = [[0.0] * len(r.continuations) for r in rows]
+    for (b, _, _, j), v in zip(targets, picked, strict=True):
+        out[b][j] += float(v)
+    return out
+
+
+def _plain_batch(view: ModelView, rows: Sequence[Row]) -> list[list[float]]:
+    """Score each (prefix, continuation) as its own right-padded sequence."""
+    seqs: list[tuple[int, int, torch.Tensor, tuple[int, ...]]] = []
+    for b, row in enumerate(rows):
+        pre = _prefix_embeds(view, row)
+        for j, cont in enumerate(row.continuations):
+            tail = embed_ids(view, torch.tensor(cont[:-1], dtype=torch.long))
+            seqs.append((b, j, torch.cat([pre, tail]), cont))
+    length = max(s[2].shape[0] for s in seqs)
+    embeds = torch.zeros(len(seqs), length, view.d_model, dtype=view.W_E.dtype, device=view.device)
+    attn = torch.zeros(len(seqs), length, dtype=torch.long)
+    for i, (_, _, x, _) in enumerate(seqs):
+        embeds[i, : x.shape[0]] = x
+        attn[i, : x.shape[0]] = 1
+    out = [[0.0] * len(r.continuations) for r in rows]
+    with torch.inference_mode():
+        hidden = _last_hidden(view, embeds, attn.to(view.device), None)
+        for i, (b, j, x, cont) in enumerate(seqs):
+            start = x.shape[0] - len(cont)
+            lp = head_logprobs(view, hidden[i, start : x.shape[0]])
+            tok = torch.tensor(cont, device=lp.device)
+            out[b][j] = float(lp.gather(1, tok[:, None]).double().sum())
+    return out
+
+
+def packing_works(view: ModelView, row: Row) -> bool:
+    """Whether packed scoring of ``row`` matches one sequence per choice (cached per model)."""
+    key = id(view.model)
+    if key not in _PACKING:
+        try:
+            packed = _packed_batch(view, [row])[0]
+            plain = _plain_batch(view, [row])[0]
+            _PACKING[key] = bool(np.allclose(packed, plain, atol=PACK_TOLERANCE, rtol=1e-4))
+        except (TypeError, ValueError, RuntimeError):
+            _PACKING[key] = False
+    return _PACKING[key]
+
+
+def batches(sizes: Sequence[int], budget: int, max_rows: int = MAX_ROWS) -> list[list[int]]:
+    """Row indices grouped longest first so that rows x longest <= budget (one row at least)."""
+    order = sorted(range(len(sizes)), key=lambda i: (-sizes[i], i))
+    groups: list[list[int]] = []
+    for i in order:
+        last = groups[-1] if groups else None
+        if last and len(last) < max_rows and (len(last) + 1) * sizes[last[0]] <= budget:
+            last.append(i)
+        else:
+            groups.append([i])
+    return groups
+
+
+def score_rows(
+    view: ModelView,
+    rows: Sequence[Row],
+    *,
+    batch_tokens: int = BATCH_TOKENS,
+    pack: bool | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> list[list[float]]:
+    """Summed log-probability of every continuation of every row.
+
+    Args:
+        view: a decoder-only model.
+        rows: prefixes (ids or vectors) with their continuations.
+        batch_tokens: padded tokens per forward pass.
+        pack: True/False forces packed or plain scoring; None decides by a self-check.
+        progress: called with the number of rows finished after each batch.
+
+    Returns:
+        Per row, per continuation, sum_t log p(token_t | prefix, earlier tokens).
+    """
+    if not rows:
+        return []
+    if pack is None:
+        pack = packing_works(view, rows[0])
+    if pack:
+        sizes = [r.n_packed for r in rows]
+    else:
+        sizes = [
+            len(r.continuations) * (r.n_prefix + max(len(c) for c in r.continuations)) for r in rows
+        ]
+    out: list[list[float]] = [[] for _ in rows]
+    run = _packed_batch if pack else _plain_batch
+    for group in batches(sizes, batch_tokens):
+        for i, scores in zip(group, run(view, [rows[i] for i in group]), strict=True):
+            out[i] = scores
+        if progress is not None:
+            progress(len(group))
+    return out
+
+
+@dataclass(frozen=True)
+class ChoiceScores:
+    """Per-item scores of the baseline (or of any log-likelihood test).
+
+    Attributes:
+        loglik: [n_choices] summed log-probabilities.
+        chars: [n_choices] length of each choice in characters (lm-eval's acc_norm).
+        bytes: [n_choices] length of each choice in UTF-8 bytes (lm-eval's acc_bytes).
+    """
+
+    loglik: tuple[float, ...]
+    chars: tuple[int, ...]
+    bytes: tuple[int, ...]
+
+    def predictions(self) -> dict[str, int]:
+        """The chosen index under acc, acc_norm (per character) and acc_bytes (per byte)."""
+        ll = np.array(self.loglik)
+        return {
+            "acc": int(np.argmax(ll)),
+            "acc_norm": int(np.argmax(ll / np.array(self.chars, dtype=float))),
+            "acc_bytes": int(np.argmax(ll / np.array(self.bytes, dtype=float))),
+        }
+
+
+def choice_scores(choices: Sequence[str], loglik: Sequence[float]) -> ChoiceScores:
+    return ChoiceScores(
+        loglik=tuple(float(x) for x in loglik),
+        chars=tuple(max(1, len(c)) for c in choices),
+        bytes=tuple(max(1, len(c.encode("utf-8"))) for c in choices),
+    )
+
+
+def baseline_rows(encoded: Sequence[Encoded]) -> list[Row]:
+    return [Row(torch.tensor(e.context, dtype=torch.long), e.continuations) for e in encoded]
+
+
+def plain_loglik(view: ModelView, context: Sequence[int], continuation: Sequence[int]) -> float:
+    """One forward of the full model per (context, continuation): the reference scorer."""
+    ids = torch.tensor([list(context) + list(continuation)], device=view.device)
+    with torch.inference_mode():
+        logits = view.model(input_ids=ids[:, :-1]).logits[0].float()
+    lp = torch.log_softmax(logits[len(context) - 1 :], dim=-1)
+    tok = torch.tensor(list(continuation), device=lp.device)
+    return float(lp.gather(1, tok[:, None]).double().sum())
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """One evaluated item with its prompt and tokenised requests."""
+
+    item: Item
+    prompt: Prompt
+    enc: Encoded
+
+
+def prepare(
+    view: ModelView, task: Task, items: Sequence[Item], shots: int, seed: int
+) -> list[Prepared]:
+    """Prompts (K-shot, seeded per item) and lm-evaluation-harness tokenisation of ``items``."""
+    out = []
+    for item in items:
+        prompt = build_prompt(task, item, shots, seed)
+        out.append(Prepared(item, prompt, encode_item(view, prompt.text, item.choices)))
+    return out
+
+
+def baseline_scores(
+    view: ModelView,
+    prepared: Sequence[Prepared],
+    *,
+    batch_tokens: int = BATCH_TOKENS,
+    pack: bool | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> list[ChoiceScores]:
+    """Log-likelihood of every choice of every item given its context (the baseline)."""
+    rows = baseline_rows([p.enc for p in prepared])
+    ll = score_rows(view, rows, batch_tokens=batch_tokens, pack=pack, progress=progress)
+    return [choice_scores(p.item.choices, s) for p, s in zip(prepared, ll, strict=True)]

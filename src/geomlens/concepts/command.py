@@ -1,0 +1,332 @@
+"""``geomlens concepts``: baseline, concept-space tests and sweeps written to one run folder.
+
+Writes ``manifest.json``, ``predictions.jsonl`` (the baseline per item),
+``schemes/<hash>.json`` (each scheme's per-item scores, the cache a rerun resumes from),
+``sweep_table.md``/``.csv`` (all schemes by normalised score), ``top10.md``,
+``figures/concepts_schemes.png`` and the "concepts" section of ``metrics.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from geomlens.concepts.baseline import (
+    BATCH_TOKENS,
+    ChoiceScores,
+    Prepared,
+    baseline_scores,
+    check_decoder,
+    choice_scores,
+    prepare,
+)
+from geomlens.concepts.schemes import DEFAULT_SCHEMES, Scheme, parse_scheme
+from geomlens.concepts.scores import accuracy_ci, rnd
+from geomlens.concepts.sweep import HEADLINE, ranked, read_grid, run_schemes, table_csv
+from geomlens.concepts.sweep import table_markdown as sweep_markdown
+from geomlens.concepts.tasks import Task, load_task
+from geomlens.errors import GeomlensError
+from geomlens.models import load_model
+from geomlens.models.view import ModelView
+from geomlens.runfolder import (
+    Run,
+    RunFolder,
+    model_fingerprint,
+    open_run,
+    package_versions,
+)
+
+DEFAULT_LIMIT = 50
+DEFAULT_TASK = "timedial"
+METRICS = ("acc", "acc_norm", "acc_bytes")
+
+
+@dataclass(frozen=True)
+class ConceptsConfig:
+    """What ``geomlens concepts`` runs.
+
+    Attributes:
+        model: bundled name, folder, .gguf or HF id.
+        task: a task file or a short name in the data folder.
+        shots: K solved examples before each item (0: zero-shot).
+        limit: the first N items in file order (None: all).
+        schemes: scheme specs (preset names or key=value lists); empty: the defaults.
+        sweep: a YAML/JSON grid of schemes (added after ``schemes``).
+        seed: seeds few-shot sampling and the bootstrap.
+        data_dir: where task names are looked up (default: $GEOMLENS_DATA).
+        device, dtype: where and in which precision the model runs.
+        batch_tokens: padded tokens per forward pass.
+    """
+
+    model: str = "smollm2-135m"
+    task: str = DEFAULT_TASK
+    shots: int = 0
+    limit: int | None = DEFAULT_LIMIT
+    schemes: tuple[str, ...] = ()
+    sweep: str | None = None
+    seed: int = 0
+    data_dir: str | None = None
+    device: str = "cpu"
+    dtype: str = "float32"
+    batch_tokens: int = BATCH_TOKENS
+
+    def validate(self) -> None:
+        if self.limit is not None and self.limit <= 0:
+            raise GeomlensError(f"--limit must be at least 1 (got {self.limit}).")
+        if self.shots < 0:
+            raise GeomlensError(f"--shots must be 0 or more (got {self.shots}).")
+        if self.batch_tokens < 1:
+            raise GeomlensError(f"--batch-tokens must be at least 1 (got {self.batch_tokens}).")
+
+
+PACKAGED_GRIDS = {"paper": "concept_sweep.yaml", "small": "concept_sweep_small.yaml"}
+
+
+def grid_path(sweep: str) -> Path:
+    """A grid file; "paper": the packaged grid of the paper's appendix A.6 parameters;
+    "small": a 14-scheme grid for a CPU."""
+    if sweep in PACKAGED_GRIDS:
+        from importlib import resources
+
+        return Path(str(resources.files("geomlens") / "data" / PACKAGED_GRIDS[sweep]))
+    return Path(sweep)
+
+
+def scheme_list(config: ConceptsConfig) -> list[Scheme]:
+    """The schemes to run: --scheme entries, then the sweep grid; the defaults if neither."""
+    specs = list(config.schemes) or ([] if config.sweep else list(DEFAULT_SCHEMES))
+    found: dict[str, Scheme] = {}
+    for spec in specs:
+        s = parse_scheme(spec)
+        found.setdefault(s.key, s)
+    if config.sweep:
+        for s in read_grid(grid_path(config.sweep)):
+            found.setdefault(s.key, s)
+    return list(found.values())
+
+
+def _progress(on: bool) -> Any:
+    if not on:
+        return None
+    from tqdm import tqdm
+
+    return tqdm
+
+
+def baseline_section(
+    prepared: Sequence[Prepared], scores: Sequence[ChoiceScores], seed: int
+) -> dict[str, Any]:
+    gold = np.array([p.item.gold for p in prepared])
+    preds = [s.predictions() for s in scores]
+    out: dict[str, Any] = {"n": len(prepared)}
+    for k in METRICS:
+        acc, lo, hi = accuracy_ci(np.array([p[k] for p in preds]) == gold, seed)
+        out[k] = rnd(acc)
+        out[f"{k}_ci"] = [rnd(lo), rnd(hi)]
+    out["chance"] = rnd(float(np.mean([1.0 / len(p.item.choices) for p in prepared])))
+    return out
+
+
+def write_predictions(
+    path: Path, prepared: Sequence[Prepared], scores: Sequence[ChoiceScores]
+) -> None:
+    lines = []
+    for p, s in zip(prepared, scores, strict=True):
+        record = {
+            "index": p.item.index,
+            "scores": [rnd(x) for x in s.loglik],
+            "chars": list(s.chars),
+            "bytes": list(s.bytes),
+            "prediction": s.predictions(),
+            "gold": p.item.gold,
+            "shots": list(p.prompt.shots),
+        }
+        lines.append(json.dumps(record, sort_keys=True))
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("\n".join(lines) + "\n")
+    tmp.replace(path)
+
+
+def read_predictions(path: Path, prepared: Sequence[Prepared]) -> list[ChoiceScores] | None:
+    """The baseline read back from predictions.jsonl when it matches the items."""
+    if not path.exists():
+        return None
+    try:
+        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    except (OSError, json.JSONDecodeError):
+        return None
+    if [r.get("index") for r in records] != [p.item.index for p in prepared]:
+        return None
+    return [
+        choice_scores(p.item.choices, r["scores"]) for p, r in zip(prepared, records, strict=True)
+    ]
+
+
+def run_concepts(
+    config: ConceptsConfig | None = None,
+    out: str | Path = "runs/concepts",
+    *,
+    view: ModelView | None = None,
+    progress: bool = False,
+    figures: bool = True,
+) -> Run:
+    """Run the baseline and the schemes of ``config`` into the run folder ``out``.
+
+    Args:
+        config: what to run (default: SmolLM2, the default task, 50 items, default schemes).
+        out: the run folder (a finished run of the same config is reused; a partial one
+            resumes from its cached baseline and schemes).
+        view: a model already loaded for ``config.model``.
+        progress: show progress bars.
+        figures: draw the schemes figure.
+    """
+    config = config or ConceptsConfig()
+    config.validate()
+    task = load_task(config.task, config.data_dir)
+    items = task.take(config.limit)
+    schemes = scheme_list(config)
+    folder = RunFolder(out)
+    full = {
+        "command": "concepts",
+        "model": config.model,
+        "task": task.name,
+        "task_format": task.format,
+        "task_fingerprint": task.fingerprint,
+        "shots": config.shots,
+        "limit": config.limit,
+        "n_items": len(items),
+        "seed": config.seed,
+        "device": config.device,
+        "dtype": config.dtype,
+        "batch_tokens": config.batch_tokens,
+        "schemes": [s.key for s in schemes],
+    }
+    state = folder.claim(full)
+    if state == "complete":
+        print(f"{folder.path} already holds this run; reusing it.", file=sys.stderr)
+        return open_run(folder.path)
+    started = time.time()
+    if view is None:
+        view = load_model(config.model, device=config.device, dtype=config.dtype)
+    check_decoder(view)
+    prepared = prepare(view, task, items, config.shots, config.seed)
+    manifest: dict[str, Any] = {
+        "command": "concepts",
+        "config": full,
+        "status": "running",
+        "versions": package_versions(),
+        "model": {**view.describe(), "source": view.source},
+        "model_fingerprint": model_fingerprint(view.source),
+        "task": {"path": task.path, "name": task.name, "n_items_in_file": len(task.items)},
+        "device": str(view.device),
+        "schemes": {s.key: s.to_dict() for s in schemes},
+    }
+    folder.write_manifest(manifest)
+    timing: dict[str, float] = {}
+    pred_path = folder.path / "predictions.jsonl"
+    baseline = read_predictions(pred_path, prepared)
+    if baseline is None:
+        t0 = time.time()
+        bar = _progress(progress)
+        pbar = bar(total=len(prepared), desc="baseline", unit="item") if bar else None
+        baseline = baseline_scores(
+            view,
+            prepared,
+            batch_tokens=config.batch_tokens,
+            progress=pbar.update if pbar is not None else None,
+        )
+        if pbar is not None:
+            pbar.close()
+        timing["baseline_seconds"] = time.time() - t0
+        write_predictions(pred_path, prepared, baseline)
+    identity = {k: full[k] for k in full if k != "schemes"}
+    identity["model_fingerprint"] = manifest["model_fingerprint"]
+
+    def report(i: int, n: int, scheme: Scheme, cached: bool) -> None:
+        if progress:
+            state = "cached" if cached else "running"
+            print(f"scheme {i + 1}/{n} {scheme.label} ({state})", file=sys.stderr)
+
+    t0 = time.time()
+    results, computed = run_schemes(
+        view,
+        schemes,
+        prepared,
+        baseline,
+        folder.path,
+        identity,
+        config.seed,
+        config.batch_tokens,
+        on_scheme=report,
+    )
+    timing["schemes_seconds"] = time.time() - t0
+    base = baseline_section(prepared, baseline, config.seed)
+    order = ranked(results)
+    (folder.path / "sweep_table.md").write_text(sweep_markdown(order))
+    (folder.path / "sweep_table.csv").write_text(table_csv(order))
+    (folder.path / "top10.md").write_text(sweep_markdown(order, top=10))
+    folder.merge_metrics(
+        "concepts",
+        {
+            "task": {"name": task.name, "format": task.format, "fingerprint": task.fingerprint},
+            "shots": config.shots,
+            "seed": config.seed,
+            "baseline": base,
+            "headline": HEADLINE,
+            "headline_means": "scheme accuracy / baseline acc (summed log-likelihood)",
+            "acc_norm_means": "log-likelihood per character of the choice (lm-eval acc_norm)",
+            "acc_bytes_means": "log-likelihood per UTF-8 byte of the choice (lm-eval acc_bytes)",
+            "schemes": {r["label"]: {"key": r["key"], **r["summary"]} for r in order},
+            "ranking": [r["label"] for r in order],
+        },
+    )
+    if figures:
+        from geomlens.report.concept_figures import schemes_bar
+        from geomlens.report.figures import save
+
+        fig = schemes_bar(
+            order,
+            baseline_acc=base["acc"] or 0.0,
+            chance=base["chance"],
+            title=f"{task.name}, {view.name}, {len(items)} items, {config.shots}-shot",
+        )
+        save(fig, folder.path / "figures" / "concepts_schemes.png")
+    manifest.update(
+        status="complete",
+        timing={**timing, "wall_seconds": time.time() - started},
+        schemes_computed=computed,
+        schemes_cached=len(schemes) - computed,
+    )
+    folder.write_manifest(manifest)
+    return open_run(folder.path)
+
+
+def summary_lines(run: Run) -> list[str]:
+    """A few lines for the terminal."""
+    c = run.metrics["concepts"]
+    b = c["baseline"]
+    lines = [
+        f"  baseline on {b['n']} items of {c['task']['name']} ({c['shots']}-shot): "
+        f"acc {b['acc']:.3f}  acc_norm {b['acc_norm']:.3f}  acc_bytes {b['acc_bytes']:.3f}"
+        f"  (chance {b['chance']:.3f})",
+        "  schemes by accuracy / baseline acc:",
+    ]
+    for label in c["ranking"][:10]:
+        s = c["schemes"][label]
+        norm = s[HEADLINE]
+        lines.append(
+            f"    {'-' if norm is None else f'{norm:.3f}':>6}  acc {s['acc']:.3f}  {label}"
+        )
+    return lines
+
+
+def task_of(config: ConceptsConfig) -> Task:
+    """The task a config names (for callers that want to inspect it first)."""
+    return load_task(config.task, config.data_dir)

@@ -1,0 +1,150 @@
+"""``geomlens data bigbench``: rebuild the offline BIG-bench task folder from PyPI.
+
+The ``bigbench`` source distribution on PyPI (1.0.0, about 360 MB) holds every task's
+``task.json`` under ``bigbench/benchmark_tasks/``. pip downloads it (``--no-deps``,
+nothing is installed or built beyond pip's metadata step), and only the chosen tasks'
+``task.json`` files are read out of the archive, as a stream, into
+``<out>/<task>/task.json``, with a NOTICE.md stating where they came from.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tarfile
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from geomlens.concepts.tasks import data_dir
+from geomlens.errors import GeomlensError
+
+VERSION = "1.0.0"
+TASKS = (
+    "goal_step_wikihow/step_inference",
+    "goal_step_wikihow/goal_inference",
+    "social_iqa",
+    "timedial",
+    "abstract_narrative_understanding/4_distractors",
+)
+
+
+def default_out() -> Path:
+    """``$GEOMLENS_DATA/bigbench`` when the variable is set, else ``data/bigbench``."""
+    folder = data_dir()
+    return (folder if folder is not None else Path("data")) / "bigbench"
+
+
+def download_archive(dest: Path, version: str = VERSION) -> Path:
+    """Download the bigbench source archive with pip into ``dest``; returns its path."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        f"bigbench=={version}",
+        "--no-deps",
+        "--no-binary",
+        "bigbench",
+        "--disable-pip-version-check",
+        "-d",
+        str(dest),
+    ]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    archives = sorted(dest.glob(f"bigbench-{version}.tar.gz"))
+    if done.returncode != 0 or not archives:
+        last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise GeomlensError(
+            f"pip could not download bigbench=={version} ({last[0]}); check the network, "
+            "or download it elsewhere and pass --archive."
+        )
+    return archives[0]
+
+
+def task_of_member(name: str) -> str | None:
+    """The task path of an archive member ``.../benchmark_tasks/<task>/task.json``."""
+    parts = name.split("/")
+    if parts[-1] != "task.json" or "benchmark_tasks" not in parts:
+        return None
+    i = parts.index("benchmark_tasks")
+    return "/".join(parts[i + 1 : -1]) or None
+
+
+def extract_tasks(archive: Path, out: Path, tasks: Sequence[str] = TASKS) -> dict[str, Path]:
+    """Read only the chosen tasks' task.json out of the archive into ``out/<task>/``."""
+    wanted = set(tasks)
+    written: dict[str, Path] = {}
+    try:
+        with tarfile.open(archive, "r|gz") as tar:
+            for member in tar:
+                task = task_of_member(member.name)
+                if task not in wanted or not member.isfile() or task in written:
+                    continue
+                handle = tar.extractfile(member)
+                if handle is None:
+                    continue
+                data = handle.read()
+                target = out / task / "task.json"
+                target.parent.mkdir(parents=True, exist_ok=True)
+                tmp = target.with_suffix(".tmp")
+                tmp.write_bytes(data)
+                tmp.replace(target)
+                written[task] = target
+    except (OSError, tarfile.TarError) as exc:
+        raise GeomlensError(f"cannot read archive {archive}: {exc}.") from None
+    missing = sorted(wanted - set(written))
+    if missing:
+        raise GeomlensError(f"the archive holds no task.json for: {', '.join(missing)}.")
+    return written
+
+
+def notice_text(written: dict[str, Path], version: str = VERSION) -> str:
+    """NOTICE.md: provenance, licence and a table of the tasks written."""
+    rows = []
+    for task, path in sorted(written.items()):
+        examples = json.loads(path.read_text(encoding="utf-8")).get("examples", [])
+        options = sorted({len(e.get("target_scores", {})) for e in examples})
+        span = f"{options[0]}-{options[-1]}" if len(options) > 1 else str(options[0])
+        rows.append(f"| {task} | {len(examples):,} | {span} |")
+    return (
+        "# BIG-bench multiple-choice tasks\n\n"
+        f"These `task.json` files are copied unchanged from the `bigbench` {version} source\n"
+        "distribution on PyPI (`bigbench/benchmark_tasks/<task>/task.json`), licensed\n"
+        "under the Apache License 2.0. They were extracted by `geomlens data bigbench`.\n\n"
+        "| task | items | options |\n| --- | --- | --- |\n" + "\n".join(rows) + "\n"
+    )
+
+
+def fetch_bigbench(
+    out: str | Path | None = None,
+    *,
+    archive: str | Path | None = None,
+    tasks: Sequence[str] = TASKS,
+    version: str = VERSION,
+) -> dict[str, Path]:
+    """Build the BIG-bench task folder (downloading the archive unless one is given).
+
+    Args:
+        out: the folder to write (default: ``default_out()``).
+        archive: an already downloaded ``bigbench-<version>.tar.gz``.
+        tasks: task paths under ``benchmark_tasks``.
+        version: the bigbench release.
+
+    Returns:
+        task -> the task.json written.
+    """
+    folder = Path(out) if out is not None else default_out()
+    if archive is not None:
+        if not Path(archive).is_file():
+            raise GeomlensError(f"archive {archive} does not exist.")
+        written = extract_tasks(Path(archive), folder, tasks)
+    else:
+        print(
+            f"downloading bigbench=={version} from PyPI with pip (about 360 MB, a few minutes)",
+            file=sys.stderr,
+        )
+        with tempfile.TemporaryDirectory() as scratch:
+            written = extract_tasks(download_archive(Path(scratch), version), folder, tasks)
+    (folder / "NOTICE.md").write_text(notice_text(written, version), encoding="utf-8")
+    return written
