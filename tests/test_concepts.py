@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import tarfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -44,10 +45,15 @@ from geomlens.concepts.tasks import (
 )
 from geomlens.errors import GeomlensError
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-pytestmark = pytest.mark.skipif(
-    not (DATA / "bigbench").is_dir(), reason="../shared/data/bigbench is not next to the repo"
+# The task folder: $GEOMLENS_DATA (.ci/run sets it), else ../shared/data beside the repo.
+DATA = Path(
+    os.environ.get("GEOMLENS_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data"
 )
+if not (DATA / "bigbench").is_dir():
+    raise RuntimeError(
+        f"no BIG-bench tasks in {DATA}: set GEOMLENS_DATA to a folder holding bigbench/ "
+        "(geomlens data bigbench --out DIR/bigbench builds one)"
+    )
 
 
 @pytest.fixture(autouse=True)
