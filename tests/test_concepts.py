@@ -348,8 +348,10 @@ def test_sweep_resumes_from_cache_and_metrics_are_deterministic(smollm2, tmp_pat
     sanity = m["schemes"]["P:tokens|E|mean|none|none|none"]
     assert sanity["loglik_max_abs_diff_vs_baseline"] <= 1e-4 and sanity["normalised_vs_acc"] == 1.0
     assert run.manifest["schemes_computed"] == 2
+    assert 0 <= m["baseline"]["no_context"]["acc"] <= 1  # the choices scored without context
     lines = (out / "predictions.jsonl").read_text().splitlines()
     assert [json.loads(x)["index"] for x in lines] == [0, 1]
+    assert all(len(json.loads(x)["no_context_scores"]) == 4 for x in lines)
     for name in ("sweep_table.md", "sweep_table.csv", "top10.md", "figures/concepts_schemes.png"):
         assert (out / name).exists(), name
     first = (out / "metrics.json").read_bytes()

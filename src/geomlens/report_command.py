@@ -99,9 +99,9 @@ def walk_stage(seed: int, generate: int) -> Stage:
 
 
 def default_task(name: str) -> str:
-    """``name`` when a data folder holds it, else the packaged slice of social_iqa.
+    """``name`` when a data folder holds it, else the packaged slice of timedial.
 
-    The packaged file (the first 200 items of BIG-bench's social_iqa, Apache-2.0, see
+    The packaged file (the first 200 items of BIG-bench's timedial, Apache-2.0, see
     geomlens/data/NOTICE-bigbench.md) lets the report run on a machine with no data folder.
     """
     from geomlens.concepts.tasks import load_task
@@ -110,7 +110,7 @@ def default_task(name: str) -> str:
         load_task(name)
         return name
     except GeomlensError:
-        return str(resources.files("geomlens") / "data" / "social_iqa_200.json")
+        return str(resources.files("geomlens") / "data" / "timedial_200.json")
 
 
 def concepts_stage(config: CaptureConfig, task: str | None, limit: int) -> Stage:

@@ -362,3 +362,16 @@ def baseline_scores(
     rows = baseline_rows([p.enc for p in prepared])
     ll = score_rows(view, rows, batch_tokens=batch_tokens, pack=pack, progress=progress)
     return [choice_scores(p.item.choices, s) for p, s in zip(prepared, ll, strict=True)]
+
+
+def no_context_scores(
+    view: ModelView, prepared: Sequence[Prepared], *, batch_tokens: int = BATCH_TOKENS
+) -> list[ChoiceScores]:
+    """Each choice's log-likelihood after the beginning-of-text token alone (no context).
+
+    The control every concept-space scheme should beat: what the choices' own
+    probabilities pick without reading anything (lm-eval's unconditional request).
+    """
+    enc = [encode_item(view, "", p.item.choices) for p in prepared]
+    ll = score_rows(view, baseline_rows(enc), batch_tokens=batch_tokens)
+    return [choice_scores(p.item.choices, s) for p, s in zip(prepared, ll, strict=True)]

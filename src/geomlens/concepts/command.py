@@ -25,6 +25,7 @@ from geomlens.concepts.baseline import (
     baseline_scores,
     check_decoder,
     choice_scores,
+    no_context_scores,
     prepare,
 )
 from geomlens.concepts.schemes import DEFAULT_SCHEMES, Scheme, parse_scheme
@@ -120,25 +121,40 @@ def _progress(on: bool) -> Any:
     return tqdm
 
 
-def baseline_section(
+def accuracy_block(
     prepared: Sequence[Prepared], scores: Sequence[ChoiceScores], seed: int
 ) -> dict[str, Any]:
+    """acc, acc_norm and acc_bytes of per-item scores, each with its 95% interval."""
     gold = np.array([p.item.gold for p in prepared])
     preds = [s.predictions() for s in scores]
-    out: dict[str, Any] = {"n": len(prepared)}
+    out: dict[str, Any] = {}
     for k in METRICS:
         acc, lo, hi = accuracy_ci(np.array([p[k] for p in preds]) == gold, seed)
         out[k] = rnd(acc)
         out[f"{k}_ci"] = [rnd(lo), rnd(hi)]
+    return out
+
+
+def baseline_section(
+    prepared: Sequence[Prepared],
+    scores: Sequence[ChoiceScores],
+    no_context: Sequence[ChoiceScores],
+    seed: int,
+) -> dict[str, Any]:
+    out: dict[str, Any] = {"n": len(prepared), **accuracy_block(prepared, scores, seed)}
     out["chance"] = rnd(float(np.mean([1.0 / len(p.item.choices) for p in prepared])))
+    out["no_context"] = accuracy_block(prepared, no_context, seed)
     return out
 
 
 def write_predictions(
-    path: Path, prepared: Sequence[Prepared], scores: Sequence[ChoiceScores]
+    path: Path,
+    prepared: Sequence[Prepared],
+    scores: Sequence[ChoiceScores],
+    no_context: Sequence[ChoiceScores],
 ) -> None:
     lines = []
-    for p, s in zip(prepared, scores, strict=True):
+    for p, s, n in zip(prepared, scores, no_context, strict=True):
         record = {
             "index": p.item.index,
             "scores": [rnd(x) for x in s.loglik],
@@ -147,6 +163,7 @@ def write_predictions(
             "prediction": s.predictions(),
             "gold": p.item.gold,
             "shots": list(p.prompt.shots),
+            "no_context_scores": [rnd(x) for x in n.loglik],
         }
         lines.append(json.dumps(record, sort_keys=True))
     tmp = path.with_suffix(".tmp")
@@ -154,8 +171,10 @@ def write_predictions(
     tmp.replace(path)
 
 
-def read_predictions(path: Path, prepared: Sequence[Prepared]) -> list[ChoiceScores] | None:
-    """The baseline read back from predictions.jsonl when it matches the items."""
+def read_predictions(
+    path: Path, prepared: Sequence[Prepared]
+) -> tuple[list[ChoiceScores], list[ChoiceScores]] | None:
+    """The baseline and the no-context control read back from predictions.jsonl."""
     if not path.exists():
         return None
     try:
@@ -164,9 +183,13 @@ def read_predictions(path: Path, prepared: Sequence[Prepared]) -> list[ChoiceSco
         return None
     if [r.get("index") for r in records] != [p.item.index for p in prepared]:
         return None
-    return [
-        choice_scores(p.item.choices, r["scores"]) for p, r in zip(prepared, records, strict=True)
-    ]
+    if not all("scores" in r and "no_context_scores" in r for r in records):
+        return None
+    pairs = list(zip(prepared, records, strict=True))
+    return (
+        [choice_scores(p.item.choices, r["scores"]) for p, r in pairs],
+        [choice_scores(p.item.choices, r["no_context_scores"]) for p, r in pairs],
+    )
 
 
 def run_concepts(
@@ -231,8 +254,10 @@ def run_concepts(
     folder.write_manifest(manifest)
     timing: dict[str, float] = {}
     pred_path = folder.path / "predictions.jsonl"
-    baseline = read_predictions(pred_path, prepared)
-    if baseline is None:
+    cached = read_predictions(pred_path, prepared)
+    if cached is not None:
+        baseline, no_context = cached
+    else:
         t0 = time.time()
         bar = _progress(progress)
         pbar = bar(total=len(prepared), desc="baseline", unit="item") if bar else None
@@ -245,7 +270,8 @@ def run_concepts(
         if pbar is not None:
             pbar.close()
         timing["baseline_seconds"] = time.time() - t0
-        write_predictions(pred_path, prepared, baseline)
+        no_context = no_context_scores(view, prepared, batch_tokens=config.batch_tokens)
+        write_predictions(pred_path, prepared, baseline, no_context)
     identity = {k: full[k] for k in full if k != "schemes"}
     identity["model_fingerprint"] = manifest["model_fingerprint"]
 
@@ -267,7 +293,7 @@ def run_concepts(
         on_scheme=report,
     )
     timing["schemes_seconds"] = time.time() - t0
-    base = baseline_section(prepared, baseline, config.seed)
+    base = baseline_section(prepared, baseline, no_context, config.seed)
     order = ranked(results)
     (folder.path / "sweep_table.md").write_text(sweep_markdown(order))
     (folder.path / "sweep_table.csv").write_text(table_csv(order))
@@ -295,6 +321,7 @@ def run_concepts(
             order,
             baseline_acc=base["acc"] or 0.0,
             chance=base["chance"],
+            no_context=base["no_context"]["acc"],
             title=f"{task.name}, {view.name}, {len(items)} items, {config.shots}-shot",
         )
         save(fig, folder.path / "figures" / "concepts_schemes.png")
@@ -315,7 +342,8 @@ def summary_lines(run: Run) -> list[str]:
     lines = [
         f"  baseline on {b['n']} items of {c['task']['name']} ({c['shots']}-shot): "
         f"acc {b['acc']:.3f}  acc_norm {b['acc_norm']:.3f}  acc_bytes {b['acc_bytes']:.3f}"
-        f"  (chance {b['chance']:.3f})",
+        f"  (chance {b['chance']:.3f}; choices alone, no context: acc "
+        f"{b['no_context']['acc']:.3f})",
         "  schemes by accuracy / baseline acc:",
     ]
     for label in c["ranking"][:10]:

@@ -2,7 +2,8 @@
 
 ``schemes_bar`` draws one horizontal bar per scheme (its accuracy over the baseline's,
 with the 95% bootstrap interval), best first, a line at 1 where a scheme does as well as
-reading the text, and one at chance. ``geomlens.report.figures.save`` writes it.
+reading the text, one at chance and one where the choices alone (no context) land.
+``geomlens.report.figures.save`` writes it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ def schemes_bar(
     *,
     baseline_acc: float,
     chance: float | None = None,
+    no_context: float | None = None,
     title: str = "",
     key: str = "normalised_vs_acc",
     max_bars: int = MAX_BARS,
@@ -35,13 +37,15 @@ def schemes_bar(
             ``key + "_ci"``; already ranked.
         baseline_acc: the baseline accuracy the scores are divided by (shown in the title).
         chance: mean of 1/n_choices over the items; drawn as chance / baseline_acc.
+        no_context: accuracy of the choices scored without any context (the control a
+            scheme should beat); drawn as no_context / baseline_acc.
         title: the figure's title (task and model).
         key: the summary entry drawn.
         max_bars: at most this many schemes (the best).
     """
     rows = [r for r in results if r["summary"].get(key) is not None][:max_bars]
     n = max(1, len(rows))
-    fig = new_figure(8.0, 1.2 + 0.28 * n)
+    fig = new_figure(9.0, 1.2 + 0.28 * n)
     ax = fig.subplots()
     y = np.arange(len(rows))[::-1]
     vals = np.array([r["summary"][key] for r in rows], dtype=float)
@@ -54,7 +58,9 @@ def schemes_bar(
     ax.axvline(1.0, color="k", lw=1, ls="--", label="baseline (reads the text)")
     if chance is not None and baseline_acc > 0:
         ax.axvline(chance / baseline_acc, color="0.5", lw=1, ls=":", label="chance")
-    ax.set_xlabel(f"accuracy / baseline accuracy ({baseline_acc:.3f}), 95% bootstrap interval")
+    if no_context is not None and baseline_acc > 0:
+        ax.axvline(no_context / baseline_acc, color="tab:red", lw=1, ls="-.", label="choices alone")
+    ax.set_xlabel(f"accuracy / baseline acc ({baseline_acc:.3f}), 95% bootstrap CI")
     handles, _ = ax.get_legend_handles_labels()
     handles += [
         Patch(color="tab:blue", label="test 1: pyramidal"),
