@@ -23,6 +23,7 @@ from geomlens.capture.capture import CaptureConfig
 from geomlens.capture.hooks import hidden_states
 from geomlens.corpus import Windows
 from geomlens.errors import GeomlensError
+from geomlens.models.loading import eager_attention
 from geomlens.models.view import ModelView
 from geomlens.pipeline import run_command
 from geomlens.report import attention_figures as attn_figs
@@ -114,13 +115,8 @@ def induction(view: ModelView, seed: int, figures: list[tuple[Any, str]]) -> dic
     """
     if view.is_encoder:
         return {"unsupported": f"{view.name} is an encoder: induction needs a causal model"}
-    model: Any = view.model
-    previous = view.config._attn_implementation
-    model.set_attn_implementation("eager")
-    try:
+    with eager_attention(view):
         result = induction_heads(view, seed=seed)
-    finally:
-        model.set_attn_implementation(previous)
     figures.append((attn_figs.induction_scores(result), "induction_scores.png"))
     if result.splits:
         figures.append((attn_figs.induction_splits(result), "induction_splits.png"))

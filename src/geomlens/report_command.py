@@ -14,11 +14,9 @@ import json
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from geomlens.capture.capture import CaptureConfig
 from geomlens.corpus import Windows
@@ -26,6 +24,7 @@ from geomlens.decompose import analyse_decomposition
 from geomlens.engines import EngineConfig
 from geomlens.errors import GeomlensError
 from geomlens.models import load_model
+from geomlens.models.loading import eager_attention
 from geomlens.models.view import ModelView
 from geomlens.pipeline import run_command
 from geomlens.report.page import write_report
@@ -41,21 +40,6 @@ WALK_GENERATE = 8
 
 CONCEPT_LIMIT = 40
 """Items of the multiple-choice task scored in the report (a small default slice)."""
-
-
-@contextmanager
-def eager_attention(view: ModelView) -> Iterator[None]:
-    """Switch a loaded model to eager attention (attention weights) and back."""
-    model: Any = view.model
-    previous = view.config._attn_implementation
-    if previous == "eager":
-        yield
-        return
-    model.set_attn_implementation("eager")
-    try:
-        yield
-    finally:
-        model.set_attn_implementation(previous)
 
 
 def staged(stages: list[tuple[str, str, Stage]], progress: bool) -> Stage:

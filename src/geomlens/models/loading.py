@@ -7,6 +7,8 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -264,3 +266,18 @@ def load_folder(
             "tokenizer files."
         ) from None
     return family.build(model, tokenizer, name, str(folder))
+
+
+@contextmanager
+def eager_attention(view: ModelView) -> Iterator[None]:
+    """Switch a loaded model to eager attention (attention weights) and back."""
+    model: Any = view.model
+    previous = view.config._attn_implementation
+    if previous == "eager":
+        yield
+        return
+    model.set_attn_implementation("eager")
+    try:
+        yield
+    finally:
+        model.set_attn_implementation(previous)
