@@ -16,6 +16,11 @@ weights need to be carried to the machine). Measured in one run, interleaved:
 (c) the bf16 matmul rate of the GPU (8192^3 products), against which the model FLOPs
     per second of (a) and (b) are set.
 Target: (b) at least 0.9x the tokens/s of (a).
+
+Before timing, two checks on one window of the same model: the hooks' hidden states equal
+Hugging Face's own ``output_hidden_states`` (layers 0..L-1; HF's last entry has the final
+norm applied), and the accumulator's state built on the GPU equals one built on the CPU
+from the same hidden states (relative difference of every statistic).
 """
 
 from __future__ import annotations
@@ -117,6 +122,38 @@ def capture(view, ids: torch.Tensor, batch_size: int, second: bool) -> tuple[flo
     return t1 - t0, time.perf_counter() - t1
 
 
+def agreement(view, ids: torch.Tensor) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    """Largest differences of the GPU path against independent computations (one window)."""
+    from geomlens.capture import hidden_states
+    from geomlens.stats import CapturedBatch, DecompositionAccumulator
+
+    layers = list(range(view.n_layers + 1))
+    ours = hidden_states(view, ids, layers)
+    with torch.inference_mode():
+        theirs = view.base(input_ids=ids, output_hidden_states=True, use_cache=False)
+    hook_diff = max(
+        (ours[layer].float() - theirs.hidden_states[layer].float()).abs().max().item()
+        for layer in range(view.n_layers)
+    )
+    index = torch.arange(len(ids))
+    states = []
+    for device in (DEVICE, "cpu"):
+        acc = DecompositionAccumulator(
+            layers, len(ids), ids.shape[1], view.d_model, False, device=device
+        )
+        hidden = {layer: h.to(device) for layer, h in ours.items()}
+        acc.update(CapturedBatch(hidden=hidden, context_index=index.to(device)))
+        states.append(acc.state_dict())
+    gpu, cpu = states
+    state_diff = max(
+        (
+            (gpu[k].double() - cpu[k].double()).norm() / cpu[k].double().norm().clamp_min(1e-300)
+        ).item()
+        for k in ("pos_sum", "ctx_sum", "first", "sumsq")
+    )
+    return {"hooks_vs_hf_max_abs_diff": hook_diff, "gpu_vs_cpu_state_max_rel_diff": state_diff}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--layers", type=int, default=32)
@@ -146,6 +183,7 @@ def main() -> None:
     # forward FLOPs: 2 per weight per token, plus causal attention (QK^T and AV)
     flops = 2 * (n_params - n_embed) * tokens
     flops += 2 * view.n_layers * n_c * args.length**2 * view.d_model  # causal: half of 4
+    checks = agreement(view, ids[:1])
     bare(view, ids[: args.batch_size], args.batch_size)  # warm-up
     capture(view, ids[: args.batch_size], args.batch_size, args.second_moment)
     rate = matmul_tflops(512 if args.smoke else 8192)
@@ -171,6 +209,7 @@ def main() -> None:
         "bare_model_tflops": flops / statistics.median(a_s) / 1e12,
         "capture_model_tflops": flops / statistics.median(b_s) / 1e12,
         "bare_fraction_of_matmul": flops / statistics.median(a_s) / 1e12 / rate,
+        **checks,
         "peak_gpu_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if DEVICE == "cuda" else 0,
     }
     print(json.dumps(result, indent=2))

@@ -7,9 +7,11 @@ families, a planted position kernel and T5's relative bias.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Iterator
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -248,6 +250,27 @@ def test_decoding_walk_greedy_matches_generate_and_sampling_is_seeded(smollm2: M
     b = decoding_walk(smollm2, ids, 4, "sample", seed=7)
     assert a.tokens.tolist() == b.tokens.tolist()
     assert np.array_equal(a.vectors, b.vectors)
+
+
+class OlderCacheName(torch.nn.Module):
+    """A base model whose forward calls the KV cache ``past_key_values``, as transformers
+    releases before the rename to ``cache`` did."""
+
+    def __init__(self, base: torch.nn.Module):
+        super().__init__()
+        self.inner = base
+
+    def forward(self, input_ids, past_key_values=None, use_cache=False):  # type: ignore[no-untyped-def]
+        out = self.inner(input_ids=input_ids, cache=past_key_values, use_cache=use_cache)
+        return SimpleNamespace(last_hidden_state=out.last_hidden_state, past_key_values=out.cache)
+
+
+def test_decoding_walk_passes_the_cache_under_either_name(smollm2: ModelView):
+    """Dropping the cache would feed one token per step and change the greedy tokens."""
+    ids = torch.tensor(smollm2.tokenizer(SHORT)["input_ids"])
+    older = dataclasses.replace(smollm2, base=OlderCacheName(smollm2.base))
+    walk = decoding_walk(older, ids, 4, "greedy")
+    assert walk.tokens.tolist() == decoding_walk(smollm2, ids, 4, "greedy").tokens.tolist()
 
 
 def test_decoding_walk_refuses_encoders(minilm: ModelView):

@@ -24,6 +24,7 @@ import numpy.typing as npt
 import torch
 
 from geomlens.analyses.similarity import FINAL_NORM, readout_norm, sig
+from geomlens.capture.hooks import cache_keyword
 from geomlens.errors import GeomlensError
 from geomlens.models.view import ModelView
 
@@ -282,12 +283,13 @@ def decoding_walk(
     space = space or TokenSpace.of(view)
     gen = torch.Generator().manual_seed(seed)
     ids = input_ids.long().to(view.device)[None]
-    past: Any = None  # the model's KV cache (transformers 5: ``cache``)
+    past: Any = None  # the model's KV cache
+    keyword = cache_keyword(view)
     tokens, vectors, logprobs = [], [], []
     with torch.inference_mode():
         for _ in range(n):
-            out = view.base(input_ids=ids, cache=past, use_cache=True)
-            past = out.cache
+            out = view.base(input_ids=ids, use_cache=True, **{keyword: past})
+            past = getattr(out, keyword)
             d = out.last_hidden_state[0, -1].float().cpu()
             logits = (d.double() @ view.W_U.double().cpu()).squeeze(0)
             logp = torch.log_softmax(logits, -1)

@@ -66,6 +66,13 @@ def base_kwargs(view: ModelView) -> dict[str, Any]:
     return {"use_cache": False} if "use_cache" in params or accepts_any else {}
 
 
+def cache_keyword(view: ModelView) -> str:
+    """The forward's name for the KV cache: ``cache`` in recent transformers releases,
+    ``past_key_values`` in earlier ones (the output field has the same name)."""
+    params = inspect.signature(view.base.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
 def hidden_states(
     view: ModelView, input_ids: torch.Tensor, layers: Sequence[int]
 ) -> dict[int, torch.Tensor]:

@@ -110,23 +110,25 @@ class DecompositionAccumulator:
             if h.shape[1:] != (self.length, self.d_model):
                 expected = f"[B, {self.length}, {self.d_model}]"
                 raise ValueError(f"layer {layer}: expected {expected}, got {tuple(h.shape)}")
-            h32 = h.to(self.pos_sum.device).float()
-            # Position 0 may carry a massive activation: its squares are summed in float64
-            # so that finalize(skip_first=True) can subtract them exactly.
-            rest = h32[:, 1:].reshape(-1, self.d_model)
-            first = h32[:, 0].double()
-            sumsq = (rest * rest).sum(dtype=torch.float64) + (first * first).sum()
+            # One float64 copy per layer, read by each sum: casting inside every reduction
+            # would copy once per sum, and these copies, not the sums, bound the time on a GPU.
+            # Float64 throughout also lets finalize(skip_first=True) subtract position 0's
+            # (possibly massive) squares exactly.
+            h64 = h.to(device=self.pos_sum.device, dtype=torch.float64)
+            sumsq = torch.linalg.vector_norm(h64).square()
             second = None
             if self.second is not None:
-                second = (rest.T @ rest).double() + first.T @ first
-            parts.append((h32, sumsq, second))
-        finite = torch.isfinite(torch.stack([sumsq for _, sumsq, _ in parts]))
+                h32 = h64[:, 1:].reshape(-1, self.d_model).float()
+                first = h64[:, 0]
+                second = (h32.T @ h32).double() + first.T @ first
+            parts.append((h64.sum(0), h64.sum(1), h64[:, 0].clone(), sumsq, second))
+        finite = torch.isfinite(torch.stack([part[3] for part in parts]))
         if not bool(finite.all()):  # one device-to-host read per batch
             raise NonFiniteError(self.layers[int(finite.logical_not().nonzero()[0, 0])])
-        for i, (h32, sumsq, second) in enumerate(parts):
-            self.pos_sum[i] += h32.sum(0, dtype=torch.float64)
-            self.ctx_sum[i].index_add_(0, idx, h32.sum(1, dtype=torch.float64))
-            self.first[i].index_copy_(0, idx, h32[:, 0].double())
+        for i, (pos, ctx, first, sumsq, second) in enumerate(parts):
+            self.pos_sum[i] += pos
+            self.ctx_sum[i].index_add_(0, idx, ctx)
+            self.first[i].index_copy_(0, idx, first)
             self.sumsq[i] += sumsq
             if self.second is not None and second is not None:
                 self.second[i] += second
