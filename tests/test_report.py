@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
 import shutil
@@ -21,9 +23,40 @@ CONFIG = CaptureConfig(model="minilm-l6", contexts=16, length=64, batch_size=8)
 
 @pytest.fixture(scope="module")
 def report_run(tmp_path_factory, minilm: ModelView) -> Path:
+    """The report with its progress display on; what it printed is kept in ../stderr.txt."""
     out = tmp_path_factory.mktemp("report") / "run"
-    run_report(CONFIG, out, view=minilm, progress=False)
+    printed = io.StringIO()
+    with contextlib.redirect_stderr(printed):
+        run_report(CONFIG, out, view=minilm, progress=True)
+    (out.parent / "stderr.txt").write_text(printed.getvalue())
     return out
+
+
+def test_report_says_what_it_is_doing_the_whole_way(report_run: Path) -> None:
+    """The capture bar, each stage's start and end, and each analysis step in between."""
+    lines = (report_run.parent / "stderr.txt").read_text().replace("\r", "\n").splitlines()
+    assert any(line.startswith("capture minilm-l6") for line in lines)
+    for i, title in enumerate(
+        [
+            "position and context",
+            "layer norm and the hypersphere",
+            "movement through embedding space",
+        ],
+        1,
+    ):
+        assert f"[{i}/3] {title} ..." in lines
+        assert any(re.fullmatch(rf"\[{i}/3\] {title}: done in \d+ s", line) for line in lines)
+    steps = [line.split(" (")[0] for line in lines if line.startswith("  ")]
+    assert steps == [
+        "  sphere: norm statistics and top tokens",
+        "  sphere: head probe",
+        "  sphere: logit lens and FFN sub-updates",
+        "  sphere: UMAP of the trajectory",
+        "  sphere: figures",
+        "  walk: similarity maps",
+        "  walk: encoding walk",
+        "  walk: position kernels and the refactoring check",
+    ]
 
 
 def test_report_holds_every_analysis(report_run: Path) -> None:

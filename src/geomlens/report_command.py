@@ -27,6 +27,7 @@ from geomlens.models import load_model
 from geomlens.models.loading import eager_attention
 from geomlens.models.view import ModelView
 from geomlens.pipeline import run_command
+from geomlens.progress import Step, StepLines
 from geomlens.report.page import write_report
 from geomlens.runfolder import Run, RunFolder, open_run, write_json
 from geomlens.sphere import DEFAULT_PROMPT, analyse_sphere, load_nouns
@@ -34,6 +35,8 @@ from geomlens.stats import DecompositionAccumulator
 from geomlens.walk import KERNEL_WINDOWS, TOP_K, analyse_walk, default_text
 
 Stage = Callable[[RunFolder, ModelView, Windows, DecompositionAccumulator], None]
+StageFactory = Callable[[Step], Stage]
+"""Builds a stage that reports its steps to the given reporter."""
 
 WALK_GENERATE = 8
 """Tokens generated in the report's decoding walks (decoders only)."""
@@ -42,7 +45,7 @@ CONCEPT_LIMIT = 40
 """Items of the multiple-choice task scored in the report (a small default slice)."""
 
 
-def staged(stages: list[tuple[str, str, Stage]], progress: bool) -> Stage:
+def staged(stages: list[tuple[str, str, StageFactory]], progress: bool) -> Stage:
     """Run stages in order, skipping those ``stages.json`` records as finished."""
 
     def analyse(
@@ -50,7 +53,7 @@ def staged(stages: list[tuple[str, str, Stage]], progress: bool) -> Stage:
     ) -> None:
         record = folder.path / "stages.json"
         done: list[str] = json.loads(record.read_text()) if record.exists() else []
-        for i, (name, title, stage) in enumerate(stages, start=1):
+        for i, (name, title, factory) in enumerate(stages, start=1):
             prefix = f"[{i}/{len(stages)}] {title}"
             if name in done:
                 if progress:
@@ -59,7 +62,7 @@ def staged(stages: list[tuple[str, str, Stage]], progress: bool) -> Stage:
             if progress:
                 print(f"{prefix} ...", file=sys.stderr, flush=True)
             started = time.perf_counter()
-            stage(folder, view, windows, acc)
+            factory(StepLines(f"  {name}", progress))(folder, view, windows, acc)
             done.append(name)
             write_json(record, done)
             if progress:
@@ -69,7 +72,7 @@ def staged(stages: list[tuple[str, str, Stage]], progress: bool) -> Stage:
     return analyse
 
 
-def walk_stage(seed: int, generate: int) -> Stage:
+def walk_stage(seed: int, generate: int, step: Step) -> Stage:
     """The walk analyses under eager attention (its kernels read attention weights)."""
 
     def analyse(
@@ -77,7 +80,8 @@ def walk_stage(seed: int, generate: int) -> Stage:
     ) -> None:
         n = 0 if view.is_encoder else generate
         with eager_attention(view):
-            analyse_walk(default_text(), n, TOP_K, KERNEL_WINDOWS, seed)(folder, view, windows, acc)
+            walk = analyse_walk(default_text(), n, TOP_K, KERNEL_WINDOWS, seed, step)
+            walk(folder, view, windows, acc)
 
     return analyse
 
@@ -97,7 +101,9 @@ def default_task(name: str) -> str:
         return str(resources.files("geomlens") / "data" / "timedial_200.json")
 
 
-def concepts_stage(config: CaptureConfig, task: str | None, limit: int) -> Stage:
+def concepts_stage(
+    config: CaptureConfig, task: str | None, limit: int, progress: bool, step: Step
+) -> Stage:
     """The concept-space tests on a small slice of a task, as a run folder of their own.
 
     The tests run into ``DIR/concepts`` (which caches the baseline and each scheme) and
@@ -117,7 +123,8 @@ def concepts_stage(config: CaptureConfig, task: str | None, limit: int) -> Stage
             device=config.device,
             dtype=config.dtype,
         )
-        run = run_concepts(concepts, folder.path / "concepts", view=view)
+        step(f"{Path(concepts.task).stem}: {limit} items, the baseline and each scheme")
+        run = run_concepts(concepts, folder.path / "concepts", view=view, progress=progress)
         figure = run.path / "figures" / "concepts_schemes.png"
         if figure.exists():
             (folder.path / "figures").mkdir(exist_ok=True)
@@ -164,17 +171,31 @@ def run_report(
             trust_remote_code=config.trust_remote_code,
         )
     words = load_nouns(None)
-    stages: list[tuple[str, str, Stage]] = [
-        ("decomposition", "position and context", analyse_decomposition(skip_first, config.seed)),
+    stages: list[tuple[str, str, StageFactory]] = [
+        (
+            "decomposition",
+            "position and context",
+            lambda step: analyse_decomposition(skip_first, config.seed),
+        ),
         (
             "sphere",
             "layer norm and the hypersphere",
-            analyse_sphere(config, words, DEFAULT_PROMPT, None),
+            lambda step: analyse_sphere(config, words, DEFAULT_PROMPT, None, step),
         ),
-        ("walk", "movement through embedding space", walk_stage(config.seed, WALK_GENERATE)),
+        (
+            "walk",
+            "movement through embedding space",
+            lambda step: walk_stage(config.seed, WALK_GENERATE, step),
+        ),
     ]
     if not view.is_encoder:
-        stages.append(("concepts", "concept-space tests", concepts_stage(config, task, limit)))
+        stages.append(
+            (
+                "concepts",
+                "concept-space tests",
+                lambda step: concepts_stage(config, task, limit, progress, step),
+            )
+        )
     options = {
         "skip_first": skip_first,
         "task": task,

@@ -29,6 +29,7 @@ from geomlens.corpus import Windows, load_corpus
 from geomlens.errors import GeomlensError
 from geomlens.models.view import ModelView
 from geomlens.pipeline import run_command
+from geomlens.progress import Step, StepLines, quiet
 from geomlens.report import sphere_figures as figs
 from geomlens.runfolder import Run, RunFolder, write_json
 from geomlens.stats import DecompositionAccumulator
@@ -130,13 +131,18 @@ def corpus_counts(view: ModelView, corpus_name: str) -> np.ndarray:
 
 
 def analyse_sphere(
-    config: CaptureConfig, nouns: list[str], prompt: str, probe_layers: list[int] | None
+    config: CaptureConfig,
+    nouns: list[str],
+    prompt: str,
+    probe_layers: list[int] | None,
+    step: Step = quiet,
 ):  # type: ignore[no-untyped-def]
-    """The analysis step of ``run_command`` for ``sphere``."""
+    """The analysis step of ``run_command`` for ``sphere``; ``step`` hears each step start."""
 
     def analyse(
         folder: RunFolder, view: ModelView, windows: Windows, acc: DecompositionAccumulator
     ) -> None:
+        step("norm statistics and top tokens")
         tokens = token_strings(view)
         n_id = min(IDENTITY_WINDOWS, windows.n_contexts)
         ids = torch.tensor(np.array(windows.input_ids[:n_id]), dtype=torch.long)
@@ -146,12 +152,14 @@ def analyse_sphere(
         counts = corpus_counts(view, config.corpus)
         top = sph.top_tokens(view, tokens, counts)
 
+        step("head probe")
         layers = probe_layers if probe_layers is not None else head_probe.default_probe_layers(view)
         kept, noun_ids = head_probe.single_token_ids(view.tokenizer, nouns)
         probe = head_probe.probe_heads(
             view, noun_ids, layers, nouns=kept, tokens=tokens, n_dropped=len(nouns) - len(kept)
         )
 
+        step("logit lens and FFN sub-updates")
         prompt_ids = view.tokenizer(prompt)["input_ids"]
         if len(prompt_ids) < 2:
             raise GeomlensError(f"--prompt {prompt!r} is under two tokens; give a longer one.")
@@ -167,11 +175,13 @@ def analyse_sphere(
             target_id=traj.prediction_id,
             h_last=hidden[view.n_layers][-1],
         )
+        step("UMAP of the trajectory")
         sample = lens.vocabulary_sample(
             int(view.W_E.shape[0]), UMAP_TOKENS, config.seed, include=prompt_ids
         )
         map3 = lens.trajectory_map(view, hidden, sample, n_components=3, seed=config.seed)
 
+        step("figures")
         folder.merge_metrics(
             "sphere",
             {
@@ -257,6 +267,8 @@ def run_sphere(
         config,
         out,
         options=options,
-        analyse=analyse_sphere(config, words, prompt, probe),
+        analyse=analyse_sphere(
+            config, words, prompt, probe, StepLines("sphere", kwargs.get("progress", True))
+        ),
         **kwargs,
     )

@@ -38,6 +38,7 @@ from geomlens.errors import GeomlensError
 from geomlens.models import load_model
 from geomlens.models.view import ModelView
 from geomlens.pipeline import run_command
+from geomlens.progress import Step, StepLines, quiet
 from geomlens.report import walk_figures as figs
 from geomlens.report.figures import save
 from geomlens.runfolder import Run, RunFolder, write_json
@@ -133,8 +134,10 @@ def kernels_and_refactor(
     return kern.finalize(), refac.finalize(), missing
 
 
-def analyse_walk(text: str, generate: int, top_k: int, kernel_windows: int, seed: int):  # type: ignore[no-untyped-def]
-    """The analysis step of ``run_command`` for ``walk``."""
+def analyse_walk(  # type: ignore[no-untyped-def]
+    text: str, generate: int, top_k: int, kernel_windows: int, seed: int, step: Step = quiet
+):
+    """The analysis step of ``run_command`` for ``walk``; ``step`` hears each step start."""
 
     def analyse(
         folder: RunFolder, view: ModelView, windows: Windows, acc: DecompositionAccumulator
@@ -146,6 +149,7 @@ def analyse_walk(text: str, generate: int, top_k: int, kernel_windows: int, seed
         (out / "walk_text.txt").write_text(text, encoding="utf-8")
         space = TokenSpace.of(view)
 
+        step("similarity maps")
         hidden, names = layer_stack(view, ids)
         maps = similarity_maps(hidden, names, sections)
         _save_similarity(out / "similarity.safetensors", ids, maps.dot, maps.cos)
@@ -157,6 +161,7 @@ def analyse_walk(text: str, generate: int, top_k: int, kernel_windows: int, seed
                 fig_dir / f"walk_similarity_{metric}.html",
             )
 
+        step("encoding walk")
         enc = encoding_walk(view, hidden, names, ids, k=top_k, space=space)
         save_file(
             {
@@ -196,6 +201,7 @@ def analyse_walk(text: str, generate: int, top_k: int, kernel_windows: int, seed
 
         decoding: dict[str, Any] | None = None
         if generate > 0:
+            step("decoding walks")
             walks: list[DecodingWalk] = [
                 decoding_walk(view, ids, generate, "greedy", k=top_k, space=space),
                 decoding_walk(view, ids, generate, "sample", seed=seed, k=top_k, space=space),
@@ -224,6 +230,7 @@ def analyse_walk(text: str, generate: int, top_k: int, kernel_windows: int, seed
                 fig_dir / "walk_decoding.png",
             )
 
+        step("position kernels and the refactoring check")
         kernel, refactor, missing = kernels_and_refactor(view, windows, kernel_windows)
         t5 = t5_bias_kernels(view)
         tensors = {
@@ -325,7 +332,14 @@ def run_walk(
         config,
         out,
         options=options,
-        analyse=analyse_walk(text, generate, top_k, kernel_windows, config.seed),
+        analyse=analyse_walk(
+            text,
+            generate,
+            top_k,
+            kernel_windows,
+            config.seed,
+            StepLines("walk", kwargs.get("progress", True)),
+        ),
         view=view,
         **kwargs,
     )

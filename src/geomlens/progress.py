@@ -1,0 +1,34 @@
+"""Progress lines for the analysis steps that run after a capture.
+
+A capture has its own progress bar; the analyses after it (tens of seconds each on a
+laptop) say which step they are on, so that a long command is never silent for long.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+
+Step = Callable[[str], None]
+"""Called with a step's name as the step starts."""
+
+
+def quiet(step: str) -> None:
+    """A step reporter that says nothing."""
+
+
+class StepLines:
+    """Prints ``PREFIX: step (N s)`` on stderr as each step starts, N counted from the first."""
+
+    def __init__(self, prefix: str, enabled: bool = True) -> None:
+        self.prefix, self.enabled = prefix, enabled
+        self.started: float | None = None
+
+    def __call__(self, step: str) -> None:
+        now = time.perf_counter()
+        if self.started is None:
+            self.started = now
+        if self.enabled:
+            elapsed = now - self.started
+            print(f"{self.prefix}: {step} ({elapsed:.0f} s)", file=sys.stderr, flush=True)
