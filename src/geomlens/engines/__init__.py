@@ -7,6 +7,7 @@ not part of a run's identity: a run started under one engine resumes under the o
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -95,21 +96,16 @@ def capture(
     checkpoint_every_s: float = 30.0,
 ) -> tuple[DecompositionAccumulator, dict[str, float]]:
     """Capture every window with the chosen engine (see ``capture_windows`` for the contract)."""
+    run: Callable[..., tuple[DecompositionAccumulator, dict[str, float]]]
     if engine.name == "ray":
         from geomlens.engines.ray import capture_ray
 
-        return capture_ray(
-            view,
-            windows,
-            config,
-            folder,
-            engine,
-            progress=progress,
-            checkpoint_every_s=checkpoint_every_s,
-        )
-    from geomlens.engines.local import capture_local
+        run = capture_ray
+    else:
+        from geomlens.engines.local import capture_local
 
-    return capture_local(
+        run = capture_local
+    return run(
         view,
         windows,
         config,

@@ -118,9 +118,9 @@ class DecompositionAccumulator:
             sumsq = torch.linalg.vector_norm(h64).square()
             second = None
             if self.second is not None:
-                h32 = h64[:, 1:].reshape(-1, self.d_model).float()
+                rest = h[:, 1:].reshape(-1, self.d_model).to(h64.device, torch.float32)
                 first = h64[:, 0]
-                second = (h32.T @ h32).double() + first.T @ first
+                second = (rest.T @ rest).double() + first.T @ first
             parts.append((h64.sum(0), h64.sum(1), h64[:, 0].clone(), sumsq, second))
         finite = torch.isfinite(torch.stack([part[3] for part in parts]))
         if not bool(finite.all()):  # one device-to-host read per batch
