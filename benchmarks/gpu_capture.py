@@ -58,7 +58,7 @@ def sync() -> None:
 def build(layers: int, shapes: dict[str, int]):  # type: ignore[no-untyped-def]
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from geomlens.models.families.llama import build_llama
+    from geomlens.models.families.llama import LLAMA
 
     config = LlamaConfig(
         **shapes,
@@ -75,7 +75,7 @@ def build(layers: int, shapes: dict[str, int]):  # type: ignore[no-untyped-def]
     finally:
         torch.set_default_dtype(previous)
     model.eval().requires_grad_(False)
-    return build_llama(model, None, "llama-8b-shapes (random)", "random-init")
+    return LLAMA.build(model, None, "llama-8b-shapes (random)", "random-init")
 
 
 def matmul_tflops(n: int = 8192, repeats: int = 20) -> float:

@@ -11,7 +11,6 @@ from geomlens.analyses.attention_parts import (
     AttentionParts,
     attention_parts,
     real_logits,
-    rotary_cos_sin,
     split_logits,
 )
 from geomlens.analyses.qk_basis import (
@@ -130,6 +129,14 @@ def test_attention_parts_summary(smollm2_eager: ModelView, smollm2_layer) -> Non
     np.testing.assert_allclose(r1.heatmaps, r.heatmaps, rtol=1e-9)
 
 
+def rotary_cos_sin(view: ModelView, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Hugging Face's own rotary cos/sin for positions 0..length-1, each [1, T, d_head]."""
+    x = torch.zeros(1, length, view.d_model, dtype=view.W_E.dtype)
+    with torch.inference_mode():
+        cos, sin = view.base.rotary_emb(x, torch.arange(length)[None])
+    return cos.double(), sin.double()
+
+
 def test_rotation_matches_rope(smollm2_eager: ModelView) -> None:
     from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
@@ -231,7 +238,7 @@ def test_gpt2_layernorm_parts_sum_to_real_logits() -> None:
     """Pre-LayerNorm with gain, beta and q/k biases off their defaults (tiny random GPT-2)."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from geomlens.models.families.gpt2 import build_gpt2
+    from geomlens.models.families.gpt2 import GPT2
 
     config = GPT2Config(vocab_size=50, n_positions=16, n_embd=32, n_layer=2, n_head=4)
     torch.manual_seed(0)
@@ -240,7 +247,7 @@ def test_gpt2_layernorm_parts_sum_to_real_logits() -> None:
         for p in model.parameters():
             if p.ndim == 1:
                 p.add_(0.2 * torch.randn_like(p))
-    view = build_gpt2(model.requires_grad_(False), None, "tiny", "memory")
+    view = GPT2.build(model.requires_grad_(False), None, "tiny", "memory")
     ids = torch.randint(0, 50, (6, 16), generator=torch.Generator().manual_seed(1))
     hidden = hidden_states(view, ids, [1])
     acc = DecompositionAccumulator([1], 6, 16, 32, second_moment=False)

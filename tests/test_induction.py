@@ -31,7 +31,7 @@ def planted_copier() -> ModelView:
     """
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from geomlens.models.families.gpt2 import build_gpt2
+    from geomlens.models.families.gpt2 import GPT2
 
     config = GPT2Config(
         vocab_size=V,
@@ -69,7 +69,7 @@ def planted_copier() -> ModelView:
         W[TOK, 0 * D :][:, h1] = a * torch.eye(V)
         W[PREV, 1 * D :][:, h1] = a * torch.eye(V)
     model.requires_grad_(False)
-    return build_gpt2(model, None, "planted-copier", "memory")
+    return GPT2.build(model, None, "planted-copier", "memory")
 
 
 @pytest.fixture(scope="module")

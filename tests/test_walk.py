@@ -21,8 +21,8 @@ from test_model_view import VOCAB, _tiny, gemma3, gpt2, t5  # noqa: F401 (fixtur
 
 from geomlens.analyses.kernels import (
     KernelAccumulator,
+    bias_kernels,
     negative_self_bias,
-    t5_bias_kernels,
 )
 from geomlens.analyses.refactor import record_attention, refactor_check
 from geomlens.analyses.similarity import layer_stack, similarity_maps
@@ -130,7 +130,7 @@ def test_refactoring_identity_real(name: str, request: pytest.FixtureRequest, bb
 @pytest.mark.parametrize("stack", ["encoder", "decoder"])
 def test_t5_bias_kernel_equals_compute_bias(stack: str, request: pytest.FixtureRequest):
     view = request.getfixturevalue("t5")
-    kernels = {k.stack: k for k in t5_bias_kernels(view, max_offset=40)}
+    kernels = {k.stack: k for k in bias_kernels(view, max_offset=40)}
     kernel = kernels[stack]
     block = view.blocks[0] if stack == "encoder" else view.decoder_blocks[0]
     T = 30

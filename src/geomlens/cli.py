@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from geomlens.errors import GeomlensError, one_line, os_error_sentence
 
@@ -140,8 +140,47 @@ def capture_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     )
 
 
+def print_table(rows: list[dict[str, Any]], cols: list[str]) -> None:
+    """Rows as aligned columns under a header."""
+    table = [cols] + [[str(r[c]) for c in cols] for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(cols))]
+    for row in table:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)).rstrip())
+
+
+def cmd_families(args: argparse.Namespace) -> int:
+    """The supported families: position scheme, block layout, norms, what else each handles."""
+    from geomlens.models.families import FAMILIES
+    from geomlens.models.loading import gguf_architectures
+
+    gguf = gguf_architectures()
+    rows = []
+    for family in FAMILIES:
+        row = family.describe()
+        row["gguf"] = any(t in gguf or family.name in gguf for t in family.model_types)
+        row["verified_by"] = (
+            f"tests/test_families.py (rows {family.name}*), tests/test_family_commands.py"
+        )
+        rows.append(row)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for row in rows:
+        row["features"] = ", ".join(row["features"]) or "-"
+        row["gguf"] = "yes" if row["gguf"] else "-"
+    print_table(rows, ["family", "position", "layout", "norm", "gguf", "features"])
+    print(
+        "\nEach family is checked against Hugging Face on tiny random models "
+        "(tests/test_families.py) and runs every command (tests/test_family_commands.py)."
+    )
+    return 0
+
+
 def cmd_models(args: argparse.Namespace) -> int:
     from geomlens.models import BUNDLED
+
+    if args.families:
+        return cmd_families(args)
 
     rows = [
         {
@@ -160,11 +199,9 @@ def cmd_models(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    cols = ["name", "family", "layers", "d_model", "heads", "kv_heads", "position", "installed"]
-    table = [cols] + [[str(r[c]) for c in cols] for r in rows]
-    widths = [max(len(row[i]) for row in table) for i in range(len(cols))]
-    for row in table:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)).rstrip())
+    print_table(
+        rows, ["name", "family", "layers", "d_model", "heads", "kv_heads", "position", "installed"]
+    )
     missing = [r for r in rows if not r["installed"]]
     for r in missing:
         print(f"\n{r['name']} is not installed: {r['install']}")
@@ -440,8 +477,13 @@ def build_parser() -> argparse.ArgumentParser:
         prog="geomlens", description="Measure the geometry of pretrained transformer models."
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("models", help="list the bundled models")
+    p = sub.add_parser("models", help="list the bundled models (or the supported families)")
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--families",
+        action="store_true",
+        help="list the supported model families, their layouts and options",
+    )
     p.set_defaults(func=cmd_models)
     p = sub.add_parser("capture", help="stream a corpus through a model into statistics")
     add_capture_options(p)

@@ -24,7 +24,7 @@ from geomlens.analyses import ffn as ffn_analysis
 from geomlens.analyses import head_probe, lens
 from geomlens.analyses import sphere as sph
 from geomlens.capture.capture import CaptureConfig
-from geomlens.capture.hooks import hidden_states
+from geomlens.capture.hooks import base_kwargs, hidden_states
 from geomlens.corpus import Windows, load_corpus
 from geomlens.errors import GeomlensError
 from geomlens.models.view import ModelView
@@ -83,7 +83,7 @@ def recording_norms(
 def norm_pass(view: ModelView, input_ids: torch.Tensor, batch_size: int) -> list[sph.NormStats]:
     """Full forward passes of the base model over windows [n, T], recording every norm."""
     stats: dict[str, sph.NormStats] = {}
-    kwargs = {"use_cache": False} if view.family != "bert" else {}
+    kwargs = base_kwargs(view)
     with torch.inference_mode(), recording_norms(view, stats):
         for start in range(0, len(input_ids), batch_size):
             view.base(input_ids=input_ids[start : start + batch_size].to(view.device), **kwargs)
@@ -99,7 +99,8 @@ def mlp_inputs(view: ModelView, ids: torch.Tensor) -> dict[int, torch.Tensor]:
 
         def pre(module: Any, args: Any, kwargs: Any, i: int = block.index) -> None:
             x = args[0] if args else next(iter(kwargs.values()))
-            record[i] = x.detach()[0, -1]
+            # [1, T, d], or [T, d] where the MLP's first module sees flattened tokens (OPT)
+            record[i] = x.detach().reshape(-1, x.shape[-1])[-1]
 
         handles.append(module.register_forward_pre_hook(pre, with_kwargs=True))
     try:
@@ -187,6 +188,7 @@ def analyse_sphere(
             {
                 "readout": lens.readout_description(view),
                 "placement": view.blocks[0].placement,
+                "layout": view.blocks[0].layout,
                 "norm_kind": view.blocks[0].norm_attn.kind,
                 "identity": identity.to_dict(),
                 "orientation": orient.to_dict(),

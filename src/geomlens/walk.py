@@ -22,7 +22,7 @@ import torch
 from safetensors.torch import save_file
 
 from geomlens.analyses.attention_parts import real_logits
-from geomlens.analyses.kernels import N_OFFSETS, KernelAccumulator, t5_bias_kernels
+from geomlens.analyses.kernels import N_OFFSETS, KernelAccumulator, bias_kernels
 from geomlens.analyses.refactor import RefactorAccumulator, record_attention
 from geomlens.analyses.similarity import layer_stack, similarity_maps
 from geomlens.analyses.walks import (
@@ -232,27 +232,27 @@ def analyse_walk(  # type: ignore[no-untyped-def]
 
         step("position kernels and the refactoring check")
         kernel, refactor, missing = kernels_and_refactor(view, windows, kernel_windows)
-        t5 = t5_bias_kernels(view)
+        biases = bias_kernels(view)
         tensors = {
             "offsets": torch.from_numpy(kernel.offsets),
             "attn": torch.from_numpy(kernel.attn),
         }
         if kernel.logits is not None:
             tensors["logits"] = torch.from_numpy(kernel.logits)
-        for k in t5:
-            tensors[f"t5_offsets_{k.stack}"] = torch.from_numpy(k.offsets)
-            tensors[f"t5_buckets_{k.stack}"] = torch.from_numpy(k.buckets)
-            tensors[f"t5_bias_{k.stack}"] = torch.from_numpy(k.bias)
+        for k in biases:
+            tensors[f"bias_offsets_{k.stack}"] = torch.from_numpy(k.offsets)
+            tensors[f"bias_buckets_{k.stack}"] = torch.from_numpy(k.buckets)
+            tensors[f"bias_{k.stack}"] = torch.from_numpy(k.bias)
         tensors["head_norm"] = torch.from_numpy(refactor.head_norm)
         tensors["head_norm_rel"] = torch.from_numpy(refactor.head_norm_rel)
         save_file(tensors, str(out / "kernels.safetensors"))
-        save(figs.kernels_figure(kernel, t5), fig_dir / "walk_kernels.png")
+        save(figs.kernels_figure(kernel, biases), fig_dir / "walk_kernels.png")
         save(figs.refactor_figure(refactor), fig_dir / "walk_head_norms.png")
 
         kernel_dict = kernel.to_dict()
         kernel_dict["windows_used"] = f"first {kernel.n_windows} of {windows.n_contexts}"
         kernel_dict["logits_missing_reason"] = missing
-        kernel_dict["t5"] = [k.to_dict() for k in t5]
+        kernel_dict["position_bias"] = [k.to_dict() for k in biases]
         folder.merge_metrics(
             "walk",
             {

@@ -10,8 +10,6 @@ parts add up to the model's own logits (checked here in float64). See docs/atten
 
 from __future__ import annotations
 
-import copy
-import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,8 +26,6 @@ Array = npt.NDArray[np.float64]
 
 PARTS = ("pos_pos", "pos_ctx", "ctx_pos", "ctx_ctx", "rest")
 """Names of the logit parts (query side first, key side second)."""
-
-SUPPORTED_FAMILIES = ("llama", "bert", "gpt2")
 
 
 @dataclass(frozen=True)
@@ -97,41 +93,17 @@ class AttentionParts:
 
 
 def _check_supported(view: ModelView, block: BlockView) -> None:
+    """Refuse blocks whose scores are not bilinear in the normalised input."""
+    attn = block.attn
     problems = []
-    if view.family not in SUPPORTED_FAMILIES:
-        problems.append(f"family {view.family!r} (supported: {', '.join(SUPPORTED_FAMILIES)})")
-    if view.position.kind in ("alibi", "t5-relative"):
-        problems.append(f"position scheme {view.position.kind!r}")
-    if {"q_norm", "k_norm"} & set(block.extra_norms):
-        problems.append("per-head q/k norms (not linear)")
+    if attn.bias_fn is not None:
+        problems.append(f"an additive position bias ({view.position.kind})")
+    if not attn.linear_qk:
+        problems.append("q/k norms (not linear)")
+    if attn.softcap is not None:
+        problems.append("soft-capped scores (not linear)")
     if problems:
         raise GeomlensError("attention parts cannot split this model: " + "; ".join(problems))
-
-
-def attention_scaling(view: ModelView, block: BlockView) -> float:
-    """The factor the model multiplies q . k by (its attention module's ``scaling``)."""
-    for module in block.attention.modules():
-        scaling = getattr(module, "scaling", None)
-        if isinstance(scaling, (int, float)):
-            return float(scaling)
-    return float(view.d_head) ** -0.5
-
-
-def rotary_cos_sin(view: ModelView, length: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The model's own rotary cos/sin for positions 0..length-1, each [1, T, d_head] float64."""
-    rotary = getattr(view.base, "rotary_emb", None)
-    if rotary is None:
-        raise GeomlensError(f"{view.name}: no rotary embedding module found at base.rotary_emb")
-    x = torch.zeros(1, length, view.d_model, device=view.device, dtype=view.W_E.dtype)
-    position_ids = torch.arange(length, device=view.device)[None]
-    with torch.inference_mode():
-        cos, sin = rotary(x, position_ids)
-    return cos.double(), sin.double()
-
-
-def _apply_rotary(view: ModelView, block: BlockView) -> Any:
-    module = importlib.import_module(type(block.attention).__module__)
-    return module.apply_rotary_pos_emb
 
 
 def _normalise_parts(
@@ -140,16 +112,16 @@ def _normalise_parts(
     """Pass each part through the norm linearised at the real per-token scale.
 
     Args:
-        block: the block (its ``norm_attn`` for pre-norm blocks).
+        block: the block (its attention input norm, if any).
         h: [C, T, d] float64 real block input (sets the scale).
         parts: tensors broadcastable to [C, T, d] that sum to h.
 
     Returns:
         The normalised parts ([C, T, d] each) and the norm bias beta ([d]) or None.
     """
-    if block.placement == "post":
+    norm = block.attn_input_norm
+    if norm is None:
         return [p.expand_as(h) for p in parts], None
-    norm = block.norm_attn
     gamma = norm.weight.double().to(h.device)
     if norm.kind == "rmsnorm":
         s = torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + norm.eps)
@@ -169,10 +141,11 @@ def _project(x: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
 
 
 def real_logits(view: ModelView, layer: int, hidden: torch.Tensor) -> torch.Tensor:
-    """The block's pre-softmax, pre-mask logits from the model's own modules, in float64.
+    """The block's pre-softmax, pre-mask logits from its input, in float64.
 
-    The norm module runs as the model runs it (its own dtype); the q/k projection
-    modules run on float64 copies; rotary uses the model's cos/sin.
+    The norm module runs as the model runs it (its own dtype); the queries and keys come
+    from the view's per-head weights in float64 (checked against Hugging Face's attention
+    for every family in tests/test_families.py).
 
     Args:
         view: the model.
@@ -185,28 +158,10 @@ def real_logits(view: ModelView, layer: int, hidden: torch.Tensor) -> torch.Tens
     block = view.blocks[layer]
     _check_supported(view, block)
     h = hidden.to(view.device)
+    norm = block.attn_input_norm
     with torch.inference_mode():
-        x = h if block.placement == "post" else block.norm_attn.module(h.to(view.W_E.dtype))
-        x = x.double()
-        attn: Any = block.attention
-        if view.family == "llama":
-            q_mod, k_mod = copy.deepcopy(attn.q_proj).double(), copy.deepcopy(attn.k_proj).double()
-            q, k = q_mod(x), k_mod(x)
-        elif view.family == "bert":
-            q_mod, k_mod = copy.deepcopy(attn.self.query), copy.deepcopy(attn.self.key)
-            q, k = q_mod.double()(x), k_mod.double()(x)
-        else:  # gpt2: fused Conv1D
-            c_attn = copy.deepcopy(attn.c_attn).double()
-            q, k, _ = c_attn(x).split(view.d_model, dim=-1)
-        C, T = x.shape[:2]
-        q = q.view(C, T, view.n_heads, -1).transpose(1, 2)
-        k = k.view(C, T, -1, view.d_head).transpose(1, 2)
-        if k.shape[1] != view.n_heads:
-            k = k.repeat_interleave(view.n_heads // k.shape[1], dim=1)
-        if view.position.kind == "rotary":
-            cos, sin = rotary_cos_sin(view, T)
-            q, k = _apply_rotary(view, block)(q, k, cos, sin)
-        return (q @ k.transpose(-1, -2)) * attention_scaling(view, block)
+        x = h if norm is None else norm.module(h.to(view.W_E.dtype))
+        return block.attn.scores(x.double())
 
 
 # --------------------------------------------------------------------------- the split
@@ -263,13 +218,11 @@ def split_logits(
         q_oth = q_oth + w.b_Q.double().to(dev)[None, :, None, :]
     if w.b_K is not None:
         k_oth = k_oth + w.b_K.double().to(dev)[None, :, None, :]
-    if view.position.kind == "rotary":
-        cos, sin = rotary_cos_sin(view, T)
-        rotate = _apply_rotary(view, block)
-        q_pos, k_pos = rotate(q_pos, k_pos, cos, sin)
-        q_ctx, k_ctx = rotate(q_ctx, k_ctx, cos, sin)
-        q_oth, k_oth = rotate(q_oth, k_oth, cos, sin)
-    scale = attention_scaling(view, block)
+    rotate = block.attn.rotate
+    q_pos, k_pos = rotate(q_pos, k_pos)
+    q_ctx, k_ctx = rotate(q_ctx, k_ctx)
+    q_oth, k_oth = rotate(q_oth, k_oth)
+    scale = block.attn.scale
 
     def dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return (a @ b.transpose(-1, -2)) * scale
@@ -307,7 +260,7 @@ def attention_parts(
     """Split one block's attention logits into position/context parts and summarise them.
 
     Args:
-        view: the model (llama, bert or gpt2 family).
+        view: the model (any family whose attention scores are bilinear in the input).
         layer: block index; its input is hidden-state layer ``layer``.
         hidden: [C, T, d] the block's input for the windows of ``stats`` (or a subset).
         stats: the decomposition of hidden-state layer ``layer`` over the same windows.

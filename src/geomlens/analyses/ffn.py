@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from transformers.activations import ACT2FN
 
 from geomlens.analyses.sphere import norm_linear, readout_norm, sig
 from geomlens.models.view import ModelView
@@ -32,14 +31,8 @@ def mlp_coefficients(view: ModelView, layer: int, x: torch.Tensor) -> torch.Tens
     Args:
         x: the MLP's input (after its norm for pre-norm blocks).
     """
-    mlp = view.blocks[layer].mlp()
-    act = ACT2FN[mlp.activation]
     with torch.inference_mode():
-        x = x.to(mlp.W_in.dtype)
-        up = x @ mlp.W_in
-        if mlp.b_in is not None:
-            up = up + mlp.b_in
-        return act(x @ mlp.W_gate) * up if mlp.W_gate is not None else act(up)
+        return view.blocks[layer].mlp().coefficients(x)
 
 
 def final_scale(view: ModelView, h_last: torch.Tensor) -> float:

@@ -30,9 +30,11 @@ from geomlens.models.view import ModelView, NormView
 def probe_input_norm(view: ModelView, layer: int) -> NormView | None:
     """The norm that puts block ``layer``'s attention input on the sphere."""
     block = view.blocks[layer]
-    if block.placement == "pre":
-        return block.norm_attn
-    return view.embedding_norm if layer == 0 else view.blocks[layer - 1].norm_mlp
+    if block.attn_input_norm is not None:
+        return block.attn_input_norm
+    if block.layout == "post":  # the previous block's last norm wrote this input
+        return view.embedding_norm if layer == 0 else view.blocks[layer - 1].norm_mlp
+    return None
 
 
 def single_token_ids(tokenizer: Any, words: Sequence[str]) -> tuple[list[str], list[int]]:
@@ -58,12 +60,20 @@ def normalise_tokens(view: ModelView, layer: int, ids: torch.Tensor) -> torch.Te
         return norm.module(e)
 
 
-def _per_head_norm(view: ModelView, layer: int, key: str, x: torch.Tensor) -> torch.Tensor:
-    norm = view.blocks[layer].extra_norms.get(key)
-    if norm is None:
-        return x
+def _normed_qk(
+    view: ModelView, layer: int, hw: Any, x: torch.Tensor, x_all: torch.Tensor, chunk: int = 8192
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+    """Queries and keys through the block's q/k norms (per head or over all heads, as the
+    model applies them): ([H, n, e], [H, n, e], [H, V, e]); None when it has none."""
+    attn = view.blocks[layer].attn
+    if attn.linear_qk:
+        return None
     with torch.inference_mode():
-        return norm.module(x)
+        q, kn = attn.project_qk(x[None], hw)
+        keys = [
+            attn.project_qk(x_all[i : i + chunk][None], hw)[1] for i in range(0, len(x_all), chunk)
+        ]
+    return q[0].float(), kn[0].float(), torch.cat(keys, dim=2)[0].float()
 
 
 @dataclass(frozen=True)
@@ -153,19 +163,19 @@ def probe_heads(
         x = normalise_tokens(view, layer, ids).float()  # [n, d]
         x_all = normalise_tokens(view, layer, torch.arange(V)).float()  # [V, d]
         frac_row, rank_row, layer_tab = [], [], []
+        normed = _normed_qk(view, layer, hw, x, x_all)
         group = view.n_heads // view.n_kv_heads  # query heads per (expanded) K/V head
         ka_cache: dict[int, torch.Tensor] = {}
         for h in range(view.n_heads):
             with torch.inference_mode():
-                q = _per_head_norm(view, layer, "q_norm", _proj(x, hw.W_Q[h], _b(hw.b_Q, h)))
-                kn = _per_head_norm(view, layer, "k_norm", _proj(x, hw.W_K[h], _b(hw.b_K, h)))
-                if h // group not in ka_cache:
-                    ka_cache = {
-                        h // group: _per_head_norm(
-                            view, layer, "k_norm", _proj(x_all, hw.W_K[h], _b(hw.b_K, h))
-                        )
-                    }
-                ka = ka_cache[h // group]
+                if normed is not None:
+                    q, kn, ka = normed[0][h], normed[1][h], normed[2][h]
+                else:
+                    q = _proj(x, hw.W_Q[h], _b(hw.b_Q, h))
+                    kn = _proj(x, hw.W_K[h], _b(hw.b_K, h))
+                    if h // group not in ka_cache:
+                        ka_cache = {h // group: _proj(x_all, hw.W_K[h], _b(hw.b_K, h))}
+                    ka = ka_cache[h // group]
                 s_n = (q @ kn.T).double()  # [n, n]
                 s_a = q @ ka.T  # [n, V]
                 vo = _proj(x, hw.W_V[h], _b(hw.b_V, h)) @ hw.W_O[h].float()  # [n, d]

@@ -29,22 +29,25 @@ N_OFFSETS = 64
 SELF_BIAS_OFFSETS = (1, 2, 3, 4)
 
 
-# --------------------------------------------------------------------------- T5 biases
+# --------------------------------------------------------------------------- model biases
 
 
 @dataclass(frozen=True)
-class T5BiasKernel:
-    """One T5 stack's learned relative bias as a function of the offset delta = i - j.
+class BiasKernel:
+    """One stack's additive position bias (T5 buckets, ALiBi) as a function of delta = i - j.
 
     Attributes:
-        stack: "encoder" or "decoder".
+        stack: "main" (decoder-only or encoder-only), "encoder" or "decoder".
+        kind: the position scheme ("t5-relative", "alibi").
         offsets: [n] deltas, ascending.
-        buckets: [n] the bucket the model puts each delta in.
+        buckets: [n] offsets that share one bias share a number (T5's buckets; ALiBi gives
+            every offset its own).
         bias: [H, n] the bias added to every head's logits at that delta.
-        bidirectional: whether keys after the query get their own buckets.
+        bidirectional: whether keys after the query are attended (and biased).
     """
 
     stack: str
+    kind: str
     offsets: IntArray
     buckets: IntArray
     bias: Array
@@ -53,6 +56,7 @@ class T5BiasKernel:
     def to_dict(self) -> dict[str, Any]:
         return {
             "stack": self.stack,
+            "kind": self.kind,
             "bidirectional": self.bidirectional,
             "offsets": [int(x) for x in self.offsets],
             "buckets": [int(x) for x in self.buckets],
@@ -60,48 +64,40 @@ class T5BiasKernel:
         }
 
 
-def t5_bias_kernel(attention: Any, stack: str, max_offset: int = N_OFFSETS - 1) -> T5BiasKernel:
-    """Read a T5 attention module's relative bias per offset, bucketed by its own function.
-
-    Args:
-        attention: a ``T5Attention`` with ``has_relative_attention_bias`` (the first block's
-            self-attention of a stack).
-        stack: a name for the stack.
-        max_offset: deltas -max_offset..max_offset are read.
+def bias_kernel(block: Any, stack: str, kind: str, max_offset: int = N_OFFSETS - 1) -> BiasKernel:
+    """Read a block's position bias per offset from the view (``block.attn.bias``).
 
     Returns:
-        The kernel; ``bias[h, delta]`` equals ``attention.compute_bias(T, T)[0, h, i, i - delta]``.
+        The kernel; ``bias[h, delta]`` equals the view's bias ``[h, i, i - delta]``.
     """
-    table = getattr(attention, "relative_attention_bias", None)
-    if table is None:
-        raise GeomlensError(f"the {stack} attention module has no relative attention bias.")
-    bidirectional = not bool(attention.is_decoder)
+    T = 2 * max_offset + 1
+    full = block.attn.bias(T)
+    if full is None:
+        raise GeomlensError(f"the {stack} attention has no position bias.")
+    i = max_offset
     offsets = torch.arange(-max_offset, max_offset + 1)
-    # HF measures key - query ("memory - context"): -delta.
-    buckets = type(attention)._relative_position_bucket(
-        -offsets,
-        bidirectional=bidirectional,
-        num_buckets=attention.relative_attention_num_buckets,
-        max_distance=attention.relative_attention_max_distance,
-    )
-    bias = table.weight.detach().float().cpu()[buckets.cpu()]  # [n, H]
-    return T5BiasKernel(
+    bias = full.detach().double().cpu()[:, i, i - offsets]  # [H, n]
+    _, buckets = torch.unique(bias.float(), dim=1, return_inverse=True)
+    return BiasKernel(
         stack=stack,
+        kind=kind,
         offsets=offsets.numpy().astype(np.int64),
-        buckets=buckets.cpu().numpy().astype(np.int64),
-        bias=bias.T.double().numpy(),
-        bidirectional=bidirectional,
+        buckets=buckets.numpy().astype(np.int64),
+        bias=bias.numpy(),
+        bidirectional=not block.attn.causal,
     )
 
 
-def t5_bias_kernels(view: ModelView, max_offset: int = N_OFFSETS - 1) -> list[T5BiasKernel]:
-    """The bias kernels of a T5 view's encoder and (where present) decoder."""
-    if view.position.kind != "t5-relative":
-        return []
-    kernels = [t5_bias_kernel(view.blocks[0].attention, "encoder", max_offset)]
+def bias_kernels(view: ModelView, max_offset: int = N_OFFSETS - 1) -> list[BiasKernel]:
+    """The position-bias kernels of every stack whose attention adds one (T5, ALiBi)."""
+    stacks = [("encoder" if view.is_seq2seq else "main", view.blocks)]
     if view.decoder_blocks:
-        kernels.append(t5_bias_kernel(view.decoder_blocks[0].attention, "decoder", max_offset))
-    return kernels
+        stacks.append(("decoder", view.decoder_blocks))
+    return [
+        bias_kernel(blocks[0], name, view.position.kind, max_offset)
+        for name, blocks in stacks
+        if blocks and blocks[0].attn.bias_fn is not None
+    ]
 
 
 # --------------------------------------------------------------------------- empirical

@@ -54,7 +54,8 @@ def lens_logits(view: ModelView, h: torch.Tensor) -> torch.Tensor:
         h: [..., d] hidden states without the final norm (as ``capture.hooks`` returns).
     """
     x = normalised_states(view, h)
-    return x.to(view.W_U.dtype) @ view.W_U
+    with torch.inference_mode():
+        return view.unembed(x)
 
 
 @dataclass(frozen=True)

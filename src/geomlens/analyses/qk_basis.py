@@ -168,39 +168,29 @@ def positional_basis(stats: DecompositionStats, k: int) -> tuple[Array, Array]:
     return Vt[:k].T, s[:k]
 
 
-def rotation(view: ModelView, offset: int) -> torch.Tensor:
-    """[d_head, d_head] R with rope(q, i) . rope(k, j) = q R k^T for i - j = offset (float64).
-
-    Follows Hugging Face's rotate_half layout: pairs (m, m + rotary_dim/2), angle
-    offset * theta^(-2m/rotary_dim).
-    """
-    d_head = view.d_head
-    rot = view.position.rotary_dim or d_head
-    theta = view.position.rope_theta or 10000.0
-    half = rot // 2
-    inv = theta ** (-torch.arange(half, dtype=torch.float64) * 2 / rot)
-    ang = offset * inv
-    R = torch.eye(d_head, dtype=torch.float64)
-    c, s = torch.cos(ang), torch.sin(ang)
-    m = torch.arange(half)
-    R[m, m], R[m + half, m + half] = c, c
-    R[m, m + half], R[m + half, m] = s, -s
-    return R
+def rotation(view: ModelView, offset: int, layer: int = 0) -> torch.Tensor:
+    """[d_head, d_head] R with rope(q, i) . rope(k, j) = q R k^T for i - j = offset (float64),
+    for block ``layer``'s rotary (its own base, partial width and pairing)."""
+    rotary = view.blocks[layer].attn.rotary
+    if rotary is None:
+        raise GeomlensError("rotary_offset applies to rotary models only")
+    return rotary.rotation(view.d_head, offset)
 
 
 def head_qk(view: ModelView, layer: int, rotary_offset: int = 0) -> torch.Tensor:
-    """[H, d, d] float64 W_QK = G W_Q R W_K^T G per head (G: the folded pre-norm gain)."""
+    """[H, d, d] float64 W_QK = G W_Q R W_K^T G per head (G: the folded input-norm gain)."""
     block = view.blocks[layer]
     w = block.heads()
     W_Q, W_K = w.W_Q.double().cpu(), w.W_K.double().cpu()
-    if view.position.kind == "rotary":
-        W_Q = W_Q @ rotation(view, rotary_offset)
+    if block.attn.rotary is not None:
+        W_Q = W_Q @ rotation(view, rotary_offset, layer)
     elif rotary_offset:
         raise GeomlensError("rotary_offset applies to rotary models only")
     qk = W_Q @ W_K.transpose(1, 2)
-    if block.placement == "pre":
-        G = torch.diag(block.norm_attn.weight.double().cpu())
-        if block.norm_attn.kind == "layernorm":
+    norm = block.attn_input_norm
+    if norm is not None:
+        G = torch.diag(norm.weight.double().cpu())
+        if norm.kind == "layernorm":
             d = view.d_model
             G = (torch.eye(d, dtype=torch.float64) - 1.0 / d) @ G
         qk = G @ qk @ G.T

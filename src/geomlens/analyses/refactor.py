@@ -20,20 +20,9 @@ import torch
 
 from geomlens.analyses.induction import attention_weights
 from geomlens.analyses.similarity import sig
-from geomlens.errors import GeomlensError
-from geomlens.models.view import HeadWeights, ModelView, get_path
+from geomlens.models.view import HeadWeights, ModelView
 
 Array = npt.NDArray[np.float64]
-
-PROJECTIONS = {
-    "llama": ("v_proj", "o_proj"),
-    "gemma3": ("v_proj", "o_proj"),
-    "gpt2": ("c_attn", "c_proj"),
-    "bert": ("self.value", "output.dense"),
-    "t5": ("v", "o"),
-}
-"""Per family: the value projection (its input is X) and the output projection (its output
-is O), as paths under ``BlockView.attention``."""
 
 
 @dataclass(frozen=True)
@@ -56,12 +45,12 @@ class AttentionRecord:
 def record_attention(view: ModelView, input_ids: torch.Tensor) -> AttentionRecord:
     """One eager forward pass of ``view.base`` on [B, T] ids, recording every block.
 
+    The hook sites are the view's: each block's ``attn.value_in`` (its input is X) and
+    ``attn.output`` (its output is O).
+
     Raises:
-        GeomlensError: for a family without a projection table, or without eager attention.
+        GeomlensError: without eager attention.
     """
-    if view.family not in PROJECTIONS:
-        raise GeomlensError(f"per-head refactoring does not know the {view.family} family.")
-    v_path, o_path = PROJECTIONS[view.family]
     rec: dict[str, dict[int, torch.Tensor]] = {"block_in": {}, "x": {}, "out": {}}
 
     def keep(kind: str, i: int):  # type: ignore[no-untyped-def]
@@ -82,10 +71,8 @@ def record_attention(view: ModelView, input_ids: torch.Tensor) -> AttentionRecor
             i = block.index
             hooks = [
                 block.module.register_forward_pre_hook(keep("block_in", i), with_kwargs=True),
-                get_path(block.attention, v_path).register_forward_pre_hook(
-                    keep("x", i), with_kwargs=True
-                ),
-                get_path(block.attention, o_path).register_forward_hook(keep_out(i)),
+                block.attn.value_in.register_forward_pre_hook(keep("x", i), with_kwargs=True),
+                block.attn.output.register_forward_hook(keep_out(i)),
             ]
             for h in hooks:
                 stack.callback(h.remove)

@@ -25,15 +25,9 @@ FINAL_NORM = "final_norm"
 
 
 def readout_norm(view: ModelView) -> NormView | None:
-    """The norm that puts hidden vectors of the main stack where the unembedding reads them.
-
-    The final norm for decoders, the encoder's own ``final_layer_norm`` for T5 (the view's
-    ``final_norm`` is the decoder's), None for post-norm encoders (BERT), whose block
-    outputs are already normalised.
-    """
-    if view.family == "t5":
-        return view.blocks[-1].extra_norms.get("final")
-    return view.final_norm
+    """The norm that puts hidden vectors of the main stack where the unembedding reads them
+    (``ModelView.readout_norm``)."""
+    return view.readout_norm
 
 
 def sig(x: Any, digits: int = 8) -> float:

@@ -167,9 +167,10 @@ class NormStats:
 def model_norms(view: ModelView) -> list[tuple[str, NormView, int | None]]:
     """Every norm of the model with its name and the hidden layer it reads or writes.
 
-    Pre-norm: ``norm_attn`` of block i reads hidden layer i; the final norm reads the last.
+    Pre-norm (and sandwich): ``norm_attn`` of block i reads hidden layer i; parallel blocks:
+    both norms read it (a shared norm is listed once); the final norm reads the last.
     Post-norm: ``norm_mlp`` of block i writes hidden layer i + 1; the embedding norm writes
-    layer 0.
+    layer 0. Norms of sub-block outputs (sandwich, post-sublayer) read no hidden layer.
 
     Returns:
         (name, norm, hidden_layer or None) in forward order.
@@ -180,7 +181,9 @@ def model_norms(view: ModelView) -> list[tuple[str, NormView, int | None]]:
     for b in view.blocks:
         pre = b.placement == "pre"
         out.append((f"blocks.{b.index}.norm_attn", b.norm_attn, b.index if pre else None))
-        out.append((f"blocks.{b.index}.norm_mlp", b.norm_mlp, None if pre else b.index + 1))
+        reads = {"parallel": b.index, "post": b.index + 1}.get(b.layout)
+        if b.norm_mlp.module is not b.norm_attn.module:
+            out.append((f"blocks.{b.index}.norm_mlp", b.norm_mlp, reads))
         for key, norm in b.extra_norms.items():
             out.append((f"blocks.{b.index}.{key}", norm, None))
     if view.final_norm is not None:

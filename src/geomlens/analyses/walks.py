@@ -293,7 +293,7 @@ def decoding_walk(
             out = view.base(input_ids=ids, use_cache=True, **{keyword: past})
             past = getattr(out, keyword)
             d = out.last_hidden_state[0, -1].float().cpu()
-            logits = (d.double() @ view.W_U.double().cpu()).squeeze(0)
+            logits = view.unembed(d.to(view.device), torch.float64).cpu().squeeze(0)
             logp = torch.log_softmax(logits, -1)
             if mode == "greedy":
                 token = int(logits.argmax())

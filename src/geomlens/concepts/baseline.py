@@ -65,10 +65,11 @@ class Row:
 
 def check_decoder(view: ModelView) -> None:
     """Refuse models that cannot score a continuation left to right."""
-    if view.is_encoder or view.family in ("bert", "t5"):
+    if view.is_encoder:  # encoder-decoders' main stack is their encoder
+        kind = "an encoder-decoder" if getattr(view, "is_seq2seq", False) else "an encoder"
         raise GeomlensError(
             f"the concept-space tests need a decoder-only language model; {view.name} is "
-            f"a {view.family} model (use e.g. smollm2-135m)."
+            f"{kind} ({view.family}) (use e.g. smollm2-135m)."
         )
 
 

@@ -139,7 +139,7 @@ def convert_gguf(parts: list[Path], stem: str) -> Path:
                 "give an intact .gguf file."
             )
     final.parent.mkdir(parents=True, exist_ok=True)
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoTokenizer
 
     with tempfile.TemporaryDirectory(dir=final.parent) as scratch:
         gguf = parts[0]
@@ -150,14 +150,16 @@ def convert_gguf(parts: list[Path], stem: str) -> Path:
                     out.write(part.read_bytes())
         kwargs: dict[str, Any] = {"gguf_file": gguf.name}
         try:
-            family_for(AutoConfig.from_pretrained(gguf.parent, **kwargs))
+            family = family_for(AutoConfig.from_pretrained(gguf.parent, **kwargs))
             print(  # only once the file proved readable: an error stays one line
                 f"converting {parts[0].name} to a float32 folder once (under a minute); "
                 f"cached in {final}",
                 file=sys.stderr,
             )
             tokenizer = AutoTokenizer.from_pretrained(gguf.parent, **kwargs)
-            model = AutoModelForCausalLM.from_pretrained(gguf.parent, dtype=torch.float32, **kwargs)
+            model = auto_class(family.auto_class).from_pretrained(
+                gguf.parent, dtype=torch.float32, **kwargs
+            )
         except GeomlensError:
             raise
         except Exception as exc:
@@ -173,6 +175,30 @@ def convert_gguf(parts: list[Path], stem: str) -> Path:
         tokenizer.save_pretrained(tmp)
         publish(tmp, final)
     return final
+
+
+def attention_for(loader: Any, config: Any, attention: str) -> str:
+    """``attention``, or "eager" for model classes that cannot run it or cannot switch to
+    eager attention later (BLOOM has no SDPA; Falcon cannot switch once loaded), so that
+    the analyses that need attention weights still get them."""
+    if attention == "eager":
+        return attention
+    try:
+        cls = loader._model_mapping[type(config)]
+    except (AttributeError, KeyError):
+        return attention
+    can_switch = getattr(cls, "_can_set_attn_implementation", lambda: True)()
+    supported = attention != "sdpa" or getattr(cls, "_supports_sdpa", True)
+    return attention if can_switch and supported else "eager"
+
+
+def gguf_architectures() -> set[str]:
+    """Architectures transformers reads from GGUF files (each loads like SmolLM2's)."""
+    try:
+        from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
+    except ImportError:
+        return set()
+    return set(GGUF_SUPPORTED_ARCHITECTURES)
 
 
 def auto_class(kind: str) -> Any:
@@ -242,11 +268,12 @@ def load_folder(
         raise GeomlensError(f"could not read the model config in {folder}: {exc}") from None
     family = family_for(config)  # unhandled options are reported before missing weights
     check_safetensors(folder)
+    loader = auto_class(family.auto_class)
     try:
-        model = auto_class(family.auto_class).from_pretrained(
+        model = loader.from_pretrained(
             folder,
             dtype=dtype,
-            attn_implementation=attention,
+            attn_implementation=attention_for(loader, config, attention),
             local_files_only=True,
             use_safetensors=True,
             **remote,

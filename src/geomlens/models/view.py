@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import torch
 from torch import nn
+from transformers.activations import ACT2FN
 
 NormKind = Literal["layernorm", "rmsnorm"]
 PositionKind = Literal["learned", "rotary", "alibi", "t5-relative"]
@@ -64,21 +65,51 @@ class HeadWeights:
 
 @dataclass(frozen=True)
 class MlpView:
-    """The feed-forward block: ``out = act(x @ W_in + b_in) [* (x @ W_gate)] @ W_out + b_out``.
+    """The feed-forward block as ``out = coefficients(x) @ W_out + b_out``.
+
+    A dense MLP has ``coefficients(x) = act(x @ W_gate) * (x @ W_in + b_in)`` when gated
+    (the activation applies to the gate) and ``act(x @ W_in + b_in)`` otherwise. A mixture
+    of experts is the same shape, wider: its coefficients are every expert's coefficients,
+    each multiplied by the router's weight for that expert (zero where it is not chosen), and
+    ``W_out`` stacks the experts' output rows, so each row of ``W_out`` is one sub-update.
 
     Attributes:
-        W_in: [d, d_mlp]; W_gate: [d, d_mlp] for gated MLPs (the activation is applied to
-            the gate: ``act(x @ W_gate) * (x @ W_in)``), else None; W_out: [d_mlp, d].
+        W_in: [d, d_mlp]; W_gate: [d, d_mlp] or None; W_out: [d_mlp, d] (MoE: [E * d_mlp, d]).
+        b_in: [d_mlp] or None; b_out: [d] or None.
         activation: the activation's config name (e.g. "silu", "gelu").
+        module: the Hugging Face MLP (or MoE) module; its first input is ``x``.
+        experts: for a mixture of experts, one dense ``MlpView`` per expert; else ().
+        router: for a mixture of experts, ``x [..., d] -> weights [..., E]``; else None.
     """
 
-    W_in: torch.Tensor
+    W_in: torch.Tensor | None
     W_gate: torch.Tensor | None
     W_out: torch.Tensor
     b_in: torch.Tensor | None
     b_out: torch.Tensor | None
     activation: str
     module: nn.Module
+    experts: tuple[MlpView, ...] = ()
+    router: Callable[[torch.Tensor], torch.Tensor] | None = field(default=None, repr=False)
+
+    def coefficients(self, x: torch.Tensor) -> torch.Tensor:
+        """The weights of the rows of ``W_out``: [..., d] -> [..., d_mlp] (MoE: E * d_mlp)."""
+        if self.router is not None:
+            weights = self.router(x)
+            parts = [e.coefficients(x) * weights[..., i, None] for i, e in enumerate(self.experts)]
+            return torch.cat(parts, dim=-1)
+        assert self.W_in is not None
+        x = x.to(self.W_in.dtype)
+        up = x @ self.W_in
+        if self.b_in is not None:
+            up = up + self.b_in
+        act = ACT2FN[self.activation]
+        return act(x @ self.W_gate) * up if self.W_gate is not None else act(up)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """The MLP's contribution to the residual stream (before any output norm)."""
+        out = self.coefficients(x) @ self.W_out
+        return out if self.b_out is None else out + self.b_out
 
 
 @dataclass(frozen=True)
@@ -102,17 +133,181 @@ class PositionScheme:
 
 
 @dataclass(frozen=True)
+class Rotary:
+    """Rotary position embedding of one block, applied to the first ``dim`` of each head.
+
+    Attributes:
+        theta: the base; dim: how many of d_head rotate (partial rotary: fewer).
+        interleaved: pairs (2m, 2m+1) rotate together (GPT-J) instead of (m, m + dim/2)
+            (Hugging Face's ``rotate_half``, used by Llama, GPT-NeoX and most others).
+    """
+
+    theta: float
+    dim: int
+    interleaved: bool = False
+
+    def _angles(self, positions: torch.Tensor) -> torch.Tensor:
+        half = self.dim // 2
+        inv = self.theta ** (-torch.arange(half, dtype=torch.float64) * 2 / self.dim)
+        return positions.double()[:, None] * inv[None, :]  # [T, half]
+
+    def _pairs(self) -> tuple[torch.Tensor, torch.Tensor]:
+        m = torch.arange(self.dim // 2)
+        return (2 * m, 2 * m + 1) if self.interleaved else (m, m + self.dim // 2)
+
+    def rotation(self, d_head: int, offset: int) -> torch.Tensor:
+        """[d_head, d_head] float64 R with rope(q, i) . rope(k, j) = q R k^T for i - j = offset."""
+        ang = self._angles(torch.tensor([offset]))[0]
+        a, b = self._pairs()
+        R = torch.eye(d_head, dtype=torch.float64)
+        c, s = torch.cos(ang), torch.sin(ang)
+        R[a, a], R[b, b] = c, c
+        R[a, b], R[b, a] = s, -s
+        return R
+
+    def apply(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """Rotate ``x`` [..., T, d_head] as positions start..start+T-1 (same dtype)."""
+        T = x.shape[-2]
+        ang = self._angles(torch.arange(start, start + T)).to(x.device)
+        cos, sin = torch.cos(ang).to(x.dtype), torch.sin(ang).to(x.dtype)
+        a, b = self._pairs()
+        a, b = a.to(x.device), b.to(x.device)
+        xa, xb = x[..., a], x[..., b]
+        out = x.clone()
+        out[..., a] = xa * cos - xb * sin
+        out[..., b] = xb * cos + xa * sin
+        return out
+
+
+@dataclass(frozen=True)
+class AttentionView:
+    """How one block's attention turns its (normalised) input into scores, from view weights.
+
+    ``scores(x)`` are the pre-softmax, pre-mask scores ``softcap(scale * q . k + bias)``;
+    ``probabilities(x)`` apply the mask (causal, sliding window) and the softmax. Both are
+    checked against Hugging Face's own attention weights for every family (tests).
+
+    Attributes:
+        module: the Hugging Face attention module.
+        value_in: a module whose first input is the value projection's input X.
+        output: the output projection; its output is O = sum_h A_h X W_vo,h + b_O.
+        heads_fn: -> per-head weights (GQA expanded).
+        scale: the factor q . k is multiplied by.
+        causal: whether keys after the query are masked.
+        window: sliding-window width (keys with i - j >= window masked), or None.
+        softcap: logit soft-capping ``c * tanh(s / c)``, or None.
+        rotary: the rotary embedding, or None.
+        qk_norm: a norm applied to the projected queries and keys (q_norm, k_norm) as the
+            model applies it (per head or over all heads), or None. It makes q . k
+            nonlinear in the input.
+        bias_fn: T -> [H, T, T] additive score bias by position (ALiBi, T5 buckets), or None.
+    """
+
+    module: nn.Module
+    value_in: nn.Module
+    output: nn.Module
+    heads_fn: Callable[[], HeadWeights] = field(repr=False)
+    scale: float
+    causal: bool
+    window: int | None = None
+    softcap: float | None = None
+    rotary: Rotary | None = None
+    qk_norm: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]] | None = (
+        field(default=None, repr=False)
+    )
+    bias_fn: Callable[[int], torch.Tensor] | None = field(default=None, repr=False)
+
+    def heads(self) -> HeadWeights:
+        return self.heads_fn()
+
+    @property
+    def linear_qk(self) -> bool:
+        """Whether q and k are affine in the block's normalised input (no q/k norms)."""
+        return self.qk_norm is None
+
+    def project_qk(
+        self, x: torch.Tensor, heads: HeadWeights | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Queries and keys before rotation: [B, T, d] -> two [B, H, T, d_head] (x's dtype)."""
+        w = heads or self.heads()
+
+        def project(W: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+            out = torch.einsum("btd,hde->bhte", x, W.to(x.dtype))
+            return out if b is None else out + b.to(x.dtype)[None, :, None, :]
+
+        q, k = project(w.W_Q, w.b_Q), project(w.W_K, w.b_K)
+        if self.qk_norm is not None:
+            q, k = self.qk_norm(q, k)
+        return q, k
+
+    def rotate(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rotary applied to queries and keys [..., T, d_head] at positions 0..T-1."""
+        if self.rotary is None:
+            return q, k
+        return self.rotary.apply(q), self.rotary.apply(k)
+
+    def bias(self, length: int) -> torch.Tensor | None:
+        """[H, T, T] additive position bias (relative form), or None."""
+        return None if self.bias_fn is None else self.bias_fn(length)
+
+    def finish_scores(self, dots: torch.Tensor) -> torch.Tensor:
+        """From rotated q . k [..., H, T, T] to the scores: scale, position bias, soft-cap."""
+        s = dots * self.scale
+        b = self.bias(dots.shape[-1])
+        if b is not None:
+            s = s + b.to(s.device, s.dtype)
+        if self.softcap is not None:
+            s = self.softcap * torch.tanh(s / self.softcap)
+        return s
+
+    def scores(self, x: torch.Tensor) -> torch.Tensor:
+        """[B, T, d] normalised input -> [B, H, T, T] pre-softmax, pre-mask scores."""
+        q, k = self.rotate(*self.project_qk(x))
+        return self.finish_scores(q @ k.transpose(-1, -2))
+
+    def mask(self, length: int) -> torch.Tensor:
+        """[T, T] bool: which (query, key) pairs attend."""
+        i, j = torch.arange(length)[:, None], torch.arange(length)[None, :]
+        allowed = torch.ones(length, length, dtype=torch.bool)
+        if self.causal:
+            allowed &= j <= i
+        if self.window is not None:
+            allowed &= (i - j < self.window) & (j - i < self.window)
+        return allowed
+
+    def probabilities(self, x: torch.Tensor) -> torch.Tensor:
+        """[B, T, d] normalised input -> [B, H, T, T] attention probabilities."""
+        s = self.scores(x)
+        allowed = self.mask(s.shape[-1]).to(s.device)
+        return s.masked_fill(~allowed, float("-inf")).softmax(-1)
+
+
+Layout = Literal["pre", "post", "parallel", "sandwich", "post-sublayer"]
+"""Where a block's norms sit.
+
+- ``pre``: ``h + Attn(N1 h)``, then ``+ MLP(N2 .)``.
+- ``post``: ``N1(h + Attn h)``, then ``N2(. + MLP .)`` (BERT).
+- ``parallel``: ``h + Attn(N1 h) + MLP(N2 h)``; N2 may be the same norm as N1 (GPT-J).
+- ``sandwich``: pre, and each sub-block's output is normalised again before it joins the
+  residual (``extra_norms["post_attn"]``, ``["post_mlp"]``; Gemma 2 and 3).
+- ``post-sublayer``: ``h + N1(Attn h)``, then ``+ N2(MLP .)`` (OLMo 2).
+"""
+
+
+@dataclass(frozen=True)
 class BlockView:
     """One transformer block.
 
     Attributes:
         index: block number (its output is hidden-state layer ``index + 1``).
         module: the Hugging Face block; attention: its attention module.
-        norm_attn, norm_mlp: the two norms around attention and MLP. For pre-norm blocks
-            they normalise the input of each sub-block; for post-norm (BERT) they
-            normalise the residual sum after it (``placement`` says which).
-        extra_norms: other norms of the block by name (Gemma's post-attention and
-            post-feed-forward norms, per-head ``q_norm``/``k_norm``).
+        norm_attn, norm_mlp: the norms of the attention and MLP sub-blocks; ``layout``
+            says where they sit (``attn_input_norm``/``mlp_input_norm`` give the norm, if
+            any, that the sub-block's input passes through).
+        layout: see ``Layout``.
+        attn: scores, probabilities, rotary and hook sites of the attention, from the view.
+        extra_norms: other norms of the block by name (sandwich output norms
+            ``post_attn``/``post_mlp``, q/k norms ``q_norm``/``k_norm``, T5's ``final``).
     """
 
     index: int
@@ -120,14 +315,29 @@ class BlockView:
     attention: nn.Module
     norm_attn: NormView
     norm_mlp: NormView
-    placement: Literal["pre", "post"]
-    heads_fn: Callable[[], HeadWeights] = field(repr=False)
+    layout: Layout
+    attn: AttentionView
     mlp_fn: Callable[[], MlpView] = field(repr=False)
     extra_norms: dict[str, NormView] = field(default_factory=dict)
 
+    @property
+    def placement(self) -> Literal["pre", "post"]:
+        """ "pre" when the attention input is normalised inside the block, else "post"."""
+        return "pre" if self.layout in ("pre", "parallel", "sandwich") else "post"
+
+    @property
+    def attn_input_norm(self) -> NormView | None:
+        """The norm the attention's input passes through inside the block, or None."""
+        return self.norm_attn if self.placement == "pre" else None
+
+    @property
+    def mlp_input_norm(self) -> NormView | None:
+        """The norm the MLP's input passes through inside the block, or None."""
+        return self.norm_mlp if self.placement == "pre" else None
+
     def heads(self) -> HeadWeights:
         """Per-head W_Q/W_K/W_V/W_O (computed on each call; cache it if reused)."""
-        return self.heads_fn()
+        return self.attn.heads()
 
     def mlp(self) -> MlpView:
         return self.mlp_fn()
@@ -139,17 +349,21 @@ class ModelView:
 
     Attributes:
         name: what the user asked for (bundled name, HF id or path).
-        family: "llama", "bert", "gpt2", "t5" or "gemma3".
+        family: the family adapter's name (``geomlens models --families`` lists them).
         model: the full Hugging Face model; tokenizer: its tokenizer.
         base: the module whose forward produces the hidden states (no LM head).
         W_E: [vocab, d] token embedding (as stored; ``embedding_scale`` multiplies it on input).
-        W_pos: [n_ctx, d] learned absolute positions, or None.
-        W_U: [d, vocab] unembedding; tied: whether it is W_E^T.
+        W_pos: [n_ctx, d] learned absolute positions (row t is position t, any table offset
+            already removed), or None.
+        W_U: [d, vocab] unembedding; tied: whether it is W_E^T. ``unembed`` adds ``b_U``,
+            the decoder-output scale and the final soft-capping where the model has them.
         final_norm: the norm before the unembedding (None for post-norm encoders).
         embedding_norm: a norm applied to the embedding sum before block 0 (BERT), or None.
         blocks: the blocks of the main stack (T5: the encoder; see ``decoder_blocks``).
         n_ctx: the largest number of positions the model accepts (None if unbounded).
         source: where the weights were read from (a folder or GGUF file).
+        encoder_final_norm: for encoder-decoders, the encoder stack's final norm (the
+            view's ``final_norm`` is the decoder's), else None.
     """
 
     name: str
@@ -175,6 +389,44 @@ class ModelView:
     embedding_scale: float = 1.0
     embedding_norm: NormView | None = None
     decoder_blocks: tuple[BlockView, ...] = ()
+    b_U: torch.Tensor | None = None
+    unembedding_scale: float = 1.0
+    logit_softcap: float | None = None
+    encoder_final_norm: NormView | None = None
+
+    @property
+    def is_seq2seq(self) -> bool:
+        """Whether the model is an encoder-decoder (the main stack is the encoder)."""
+        return bool(self.decoder_blocks)
+
+    @property
+    def readout_norm(self) -> NormView | None:
+        """The norm that puts main-stack vectors where the unembedding reads them.
+
+        The final norm for decoders, the encoder's own final norm for encoder-decoders,
+        None for post-norm encoders (BERT), whose block outputs are already normalised.
+        """
+        return self.encoder_final_norm if self.is_seq2seq else self.final_norm
+
+    def unembed(self, x: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """Logits from vectors already through the readout norm: [..., d] -> [..., vocab],
+        computed in ``dtype`` (default: the unembedding's own)."""
+        dtype = dtype or self.W_U.dtype
+        if self.unembedding_scale != 1.0:
+            x = x * self.unembedding_scale
+        logits = x.to(dtype) @ self.W_U.to(dtype)
+        if self.b_U is not None:
+            logits = logits + self.b_U.to(dtype)
+        if self.logit_softcap is not None:
+            logits = self.logit_softcap * torch.tanh(logits / self.logit_softcap)
+        return logits
+
+    def logits(self, h: torch.Tensor) -> torch.Tensor:
+        """The model's logits from its last hidden-state layer ``h`` [..., d] (final norm
+        applied here); equal to Hugging Face's logits (tested for every family)."""
+        if self.final_norm is not None:
+            h = self.final_norm(h.to(self.W_E.dtype))
+        return self.unembed(h)
 
     @property
     def n_hidden_layers(self) -> int:
@@ -235,15 +487,23 @@ def bias_heads(b: torch.Tensor | None, n_heads: int) -> torch.Tensor | None:
     return None if b is None else b.detach().reshape(n_heads, -1)
 
 
-def norm_view(module: Any, kind: NormKind, eps_attr: str = "eps", offset: float = 0.0) -> NormView:
-    """Build a NormView from a norm module (``offset`` = 1 for Gemma's ``1 + w`` gain)."""
+def norm_view(
+    module: Any, kind: NormKind, eps_attr: str | None = None, offset: float = 0.0
+) -> NormView:
+    """Build a NormView from a norm module (``offset`` = 1 for Gemma's ``1 + w`` gain).
+
+    The epsilon is read from ``eps_attr``, or else the first of ``eps``,
+    ``variance_epsilon``, ``epsilon`` the module has.
+    """
     weight = module.weight.detach() + offset
     bias = getattr(module, "bias", None)
+    names = (eps_attr,) if eps_attr else ("eps", "variance_epsilon", "epsilon")
+    eps = next(getattr(module, n) for n in names if hasattr(module, n))
     return NormView(
         kind=kind,
         weight=weight,
         bias=None if bias is None else bias.detach(),
-        eps=float(getattr(module, eps_attr)),
+        eps=float(eps),
         module=module,
     )
 

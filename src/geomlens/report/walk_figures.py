@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
-from geomlens.analyses.kernels import EmpiricalKernel, T5BiasKernel
+from geomlens.analyses.kernels import BiasKernel, EmpiricalKernel
 from geomlens.analyses.refactor import RefactorResult
 from geomlens.analyses.similarity import SimilarityMaps
 from geomlens.analyses.walks import EncodingWalk, WalkProjection
@@ -171,9 +171,10 @@ def decoding_figure(proj: WalkProjection, token_labels: Sequence[str]) -> Figure
     return fig
 
 
-def kernels_figure(kernel: EmpiricalKernel, t5: Sequence[T5BiasKernel] = ()) -> Figure:
-    """Mean attention by offset per layer (head mean), negative self-bias heads, T5 biases."""
-    n = 3 if t5 else 2
+def kernels_figure(kernel: EmpiricalKernel, biases: Sequence[BiasKernel] = ()) -> Figure:
+    """Mean attention by offset per layer (head mean), negative self-bias heads, the model's
+    own position biases (T5 buckets, ALiBi)."""
+    n = 3 if biases else 2
     fig = new_figure(4.2 * n, 3.6)
     axes = fig.subplots(1, n)
     cmap = colormaps["viridis"]
@@ -192,13 +193,14 @@ def kernels_figure(kernel: EmpiricalKernel, t5: Sequence[T5BiasKernel] = ()) -> 
     axes[1].set_xlabel("layer")
     axes[1].set_ylabel("head")
     axes[1].set_title(f"negative self-bias (black): {neg.mean():.0%} of heads", fontsize=9)
-    if t5:
-        for k in t5:
+    if biases:
+        for k in biases:
             for h in range(k.bias.shape[0]):
-                axes[2].plot(k.offsets, k.bias[h], lw=0.8, ls="-" if k.stack == "encoder" else "--")
+                axes[2].plot(k.offsets, k.bias[h], lw=0.8, ls="--" if k.stack == "decoder" else "-")
         axes[2].set_xlabel("offset i - j")
-        axes[2].set_ylabel("learned bias")
-        axes[2].set_title("T5 relative bias (solid: encoder, dashed: decoder)", fontsize=9)
+        axes[2].set_ylabel("bias added to the scores")
+        kinds = ", ".join(sorted({k.kind for k in biases}))
+        axes[2].set_title(f"position bias ({kinds}; dashed: decoder)", fontsize=9)
     return fig
 
 

@@ -6,13 +6,50 @@ from typing import Any
 
 from geomlens.errors import GeomlensError
 from geomlens.models.families.base import Family
-from geomlens.models.families.bert import BERT
+from geomlens.models.families.bert import BERT, ROBERTA
+from geomlens.models.families.bloom import BLOOM
+from geomlens.models.families.falcon import FALCON
+from geomlens.models.families.gemma import GEMMA
+from geomlens.models.families.gemma2 import GEMMA2
 from geomlens.models.families.gemma3 import GEMMA3
 from geomlens.models.families.gpt2 import GPT2
+from geomlens.models.families.gpt_neo import GPT_NEO
+from geomlens.models.families.gpt_neox import GPT_NEOX
+from geomlens.models.families.gptj import GPTJ
 from geomlens.models.families.llama import LLAMA
+from geomlens.models.families.mistral import MISTRAL
+from geomlens.models.families.mixtral import MIXTRAL
+from geomlens.models.families.olmo2 import OLMO2
+from geomlens.models.families.opt import OPT
+from geomlens.models.families.phi import PHI
+from geomlens.models.families.phi3 import PHI3
+from geomlens.models.families.qwen2 import QWEN2
+from geomlens.models.families.qwen3 import QWEN3
 from geomlens.models.families.t5 import T5
 
-FAMILIES: tuple[Family, ...] = (LLAMA, BERT, GPT2, T5, GEMMA3)
+FAMILIES: tuple[Family, ...] = (
+    LLAMA,
+    BERT,
+    GPT2,
+    T5,
+    GEMMA3,
+    ROBERTA,
+    GPT_NEO,
+    GPTJ,
+    GPT_NEOX,
+    FALCON,
+    PHI,
+    OPT,
+    BLOOM,
+    MISTRAL,
+    MIXTRAL,
+    QWEN2,
+    QWEN3,
+    GEMMA,
+    GEMMA2,
+    OLMO2,
+    PHI3,
+)
 
 
 def family_for(config: Any) -> Family:

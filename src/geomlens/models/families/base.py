@@ -1,12 +1,36 @@
-"""What every family mapping provides, and the check that refuses unhandled options."""
+"""What a family adapter declares, the check that refuses unhandled options, and the one
+builder that turns a declaration plus a loaded Hugging Face model into a ``ModelView``.
+
+A family is data first: dotted paths from the model to its modules (base, embedding,
+blocks, norms, attention, MLP, final norm, head), its block layout, norm kind and position
+scheme. What cannot be a path (how a fused QKV splits into heads, the attention scale,
+which layers slide) is a small function of the adapter. No other package names an HF
+module or branches on a family.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from geomlens.models.view import ModelView
+from torch import nn
+
+from geomlens.models.view import (
+    AttentionView,
+    BlockView,
+    HeadWeights,
+    Layout,
+    MlpView,
+    ModelView,
+    NormKind,
+    NormView,
+    PositionKind,
+    PositionScheme,
+    Rotary,
+    get_path,
+    norm_view,
+)
 
 # A config option's check: returns None when handled, else what the mapping supports.
 OptionCheck = Callable[[Any], str | None]
@@ -26,23 +50,152 @@ def falsy(value: Any) -> str | None:
     return None if not value else "handled: off"
 
 
+def truthy(value: Any) -> str | None:
+    """Accept an option only when it is on."""
+    return None if value else "handled: on"
+
+
+def default_rope(value: Any) -> str | None:
+    """Accept ``rope_parameters``/``rope_scaling`` only without scaling (rope_type default)."""
+    value = value or {}
+    kind = value.get("rope_type", value.get("type", "default"))
+    return None if kind == "default" else "handled: rope_type 'default' (no rope scaling)"
+
+
+@dataclass(frozen=True)
+class Dims:
+    """Sizes read from a config (standard attribute names, which HF maps for every family)."""
+
+    n_layers: int
+    d_model: int
+    n_heads: int
+    n_kv_heads: int
+    d_head: int
+    n_ctx: int | None
+
+
+def standard_dims(config: Any) -> Dims:
+    n_heads = config.num_attention_heads
+    d = config.hidden_size
+    return Dims(
+        n_layers=config.num_hidden_layers,
+        d_model=d,
+        n_heads=n_heads,
+        n_kv_heads=getattr(config, "num_key_value_heads", None) or n_heads,
+        d_head=getattr(config, "head_dim", None) or d // n_heads,
+        n_ctx=getattr(config, "max_position_embeddings", None),
+    )
+
+
+def rope_theta(config: Any, layer_type: str | None = None) -> float:
+    """The rotary base: ``rope_parameters`` (transformers 5, flat or per layer type) or older
+    ``rope_theta``/``rotary_emb_base``."""
+    params = dict(getattr(config, "rope_parameters", None) or {})
+    if layer_type is not None and isinstance(params.get(layer_type), dict):
+        params = params[layer_type]
+    for value in (params.get("rope_theta"), getattr(config, "rope_theta", None)):
+        if value is not None:
+            return float(value)
+    return float(getattr(config, "rotary_emb_base", 10000.0))
+
+
+def partial_rotary_factor(config: Any) -> float:
+    params = getattr(config, "rope_parameters", None) or {}
+    value = params.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", None))
+    return 1.0 if value is None else float(value)
+
+
+def standard_rotary(config: Any, dims: Dims, index: int) -> Rotary | None:
+    """Rotate-half rotary over ``partial_rotary_factor`` of each head (Llama and most)."""
+    return Rotary(
+        theta=rope_theta(config),
+        dim=int(dims.d_head * partial_rotary_factor(config)),
+    )
+
+
+@dataclass(frozen=True)
+class AttentionSettings:
+    """Per-layer attention facts an adapter may set (defaults: scaled by 1/sqrt(d_head))."""
+
+    scale: float | None = None
+    window: int | None = None
+    softcap: float | None = None
+    rotary: Rotary | None = None
+    qk_norm: Callable[[Any, Any], tuple[Any, Any]] | None = None
+    bias_fn: Callable[[int], Any] | None = None
+
+
+def no_settings(config: Any, dims: Dims, index: int, attention: Any) -> AttentionSettings:
+    return AttentionSettings()
+
+
 @dataclass(frozen=True)
 class Family:
-    """One model family: which configs it takes and how its modules map onto the view.
+    """One model family: which configs it takes and where its modules are.
+
+    Paths are dotted attribute paths. ``base`` is relative to the loaded model (the first
+    candidate that exists; the model itself when it is already the base), ``embed``,
+    ``pos_embed``, ``embedding_norm``, ``layers`` and ``final_norm`` to the base, ``lm_head``
+    to the model, and every block path to the block.
 
     Attributes:
         name: the family name shown to users.
         model_types: Hugging Face ``config.model_type`` values it handles.
         options: config attribute -> check; every option that fails is listed in one error.
         auto_class: "causal-lm", "seq2seq-lm" or "base" (which Auto class loads it).
-        build: (model, tokenizer, name, source) -> ModelView.
+        features: what the adapter handles beyond the basics, in words (``geomlens models
+            --families``).
+        heads: (attention module, dims) -> per-head weights.
+        mlp_view: (MLP module, config, block) -> the MLP's weights; the MLP module's first
+            input is the MLP's input.
+        sites: (value input, output projection) paths under the attention module.
+        norm_mlp: the MLP's norm; None when the block shares ``norm_attn`` (GPT-J).
+        layout, norm_kind, norm_offset (Gemma's ``1 + w``), position: see ``ModelView``.
+        pos_offset: rows of the learned position table before position 0 (OPT: 2).
+        settings: (config, dims, block index, attention module) -> scale, window, soft-cap,
+            rotary, q/k norm and score bias of that block.
+        rotary: (config, dims, block index) -> the block's rotary, for rotary families.
+        checks: more option checks that need several config values at once.
+        finish: (model, config) -> more ``ModelView`` fields (embedding scale, soft-capping).
+        variant: config -> declarations that depend on the config (e.g. GPT-NeoX's
+            ``use_parallel_residual`` picks ``layout="parallel"`` or ``"pre"``; Falcon's new
+            architecture other norm paths); they replace this family's fields before building.
+        builder: a builder replacing the generic one (encoder-decoders).
     """
 
     name: str
     model_types: tuple[str, ...]
-    options: Mapping[str, OptionCheck]
     auto_class: str
-    build: Callable[[Any, Any, str, str], ModelView]
+    features: tuple[str, ...] = ()
+    options: Mapping[str, OptionCheck] = field(default_factory=dict)
+    heads: Callable[[Any, Dims], HeadWeights] | None = None
+    mlp_view: Callable[[Any, Any, Any], MlpView] | None = None
+    base: tuple[str, ...] = ("model",)
+    embed: str = "embed_tokens"
+    pos_embed: str | None = None
+    pos_offset: int = 0
+    embedding_norm: str | None = None
+    layers: str = "layers"
+    final_norm: str | None = "norm"
+    lm_head: str | None = "lm_head"
+    attention: str = "self_attn"
+    sites: tuple[str, str] = ("v_proj", "o_proj")
+    norm_attn: str = "input_layernorm"
+    norm_mlp: str | None = "post_attention_layernorm"
+    extra_norms: Mapping[str, str] = field(default_factory=dict)
+    mlp: str = "mlp"
+    layout: Layout = "pre"
+    norm_kind: NormKind = "rmsnorm"
+    norm_offset: float = 0.0
+    position: PositionKind = "rotary"
+    is_encoder: bool = False
+    dims: Callable[[Any], Dims] = standard_dims
+    rotary: Callable[[Any, Dims, int], Rotary | None] = standard_rotary
+    settings: Callable[[Any, Dims, int, Any], AttentionSettings] = no_settings
+    checks: Callable[[Any], list[str]] | None = None
+    finish: Callable[[Any, Any], dict[str, Any]] | None = None
+    variant: Callable[[Any], dict[str, Any]] | None = None
+    builder: Callable[[Any, Any, str, str], ModelView] | None = None
 
     def unhandled(self, config: Any) -> list[str]:
         """Every config option this mapping does not handle, as readable strings."""
@@ -54,4 +207,167 @@ class Family:
             why = check(value)
             if why is not None:
                 problems.append(f"{option}={value!r} ({why})")
+        if self.checks is not None:
+            problems += self.checks(config)
         return problems
+
+    def describe(self) -> dict[str, Any]:
+        """What ``geomlens models --families`` shows of this family."""
+        by_config = self.variant is not None
+        return {
+            "family": self.name,
+            "model_types": list(self.model_types),
+            "position": self.position,
+            "layout": f"{self.layout} (or by config)" if by_config else self.layout,
+            "norm": self.norm_kind + (" (gain 1 + w)" if self.norm_offset else ""),
+            "features": list(self.features),
+        }
+
+    def build(self, model: Any, tokenizer: Any, name: str, source: str) -> ModelView:
+        """The ``ModelView`` of a loaded model of this family."""
+        if self.builder is not None:
+            return self.builder(model, tokenizer, name, source)
+        return build_view(self, model, tokenizer, name, source)
+
+
+def find_base(model: Any, candidates: tuple[str, ...]) -> Any:
+    """The base model under one of ``candidates``, or the model itself when it is the base."""
+    for path in candidates:
+        try:
+            return get_path(model, path)
+        except AttributeError:
+            continue
+    return model
+
+
+def make_norm(family: Family, module: Any) -> NormView:
+    return norm_view(module, family.norm_kind, offset=family.norm_offset)
+
+
+def attention_view(
+    family: Family, config: Any, dims: Dims, index: int, attention: Any
+) -> AttentionView:
+    """The block's ``AttentionView`` from the family's paths and per-layer settings."""
+    s = family.settings(config, dims, index, attention)
+    rotary = s.rotary
+    if rotary is None and family.position == "rotary":
+        rotary = family.rotary(config, dims, index)
+    heads = family.heads
+    assert heads is not None, f"family {family.name} declares no heads function"
+    return AttentionView(
+        module=attention,
+        value_in=get_path(attention, family.sites[0]),
+        output=get_path(attention, family.sites[1]),
+        heads_fn=lambda: heads(attention, dims),
+        scale=dims.d_head**-0.5 if s.scale is None else s.scale,
+        causal=not family.is_encoder,
+        window=s.window,
+        softcap=s.softcap,
+        rotary=rotary,
+        qk_norm=s.qk_norm,
+        bias_fn=s.bias_fn,
+    )
+
+
+def block_view(family: Family, config: Any, dims: Dims, index: int, layer: nn.Module) -> BlockView:
+    attention = get_path(layer, family.attention)
+    norm_attn = make_norm(family, get_path(layer, family.norm_attn))
+    norm_mlp = (
+        norm_attn
+        if family.norm_mlp is None
+        else make_norm(family, get_path(layer, family.norm_mlp))
+    )
+    mlp_module = get_path(layer, family.mlp)
+    mlp_view = family.mlp_view
+    assert mlp_view is not None, f"family {family.name} declares no MLP function"
+    return BlockView(
+        index=index,
+        module=layer,
+        attention=attention,
+        norm_attn=norm_attn,
+        norm_mlp=norm_mlp,
+        layout=family.layout,
+        attn=attention_view(family, config, dims, index, attention),
+        mlp_fn=lambda: mlp_view(mlp_module, config, layer),
+        extra_norms={
+            k: make_norm(family, get_path(layer, p)) for k, p in family.extra_norms.items()
+        },
+    )
+
+
+def build_view(family: Family, model: Any, tokenizer: Any, name: str, source: str) -> ModelView:
+    """The generic builder: follow the family's paths, read its settings per block."""
+    config = model.config
+    if family.variant is not None:
+        family = replace(family, **family.variant(config))
+    dims = family.dims(config)
+    base = find_base(model, family.base)
+    layers = get_path(base, family.layers)
+    blocks = tuple(block_view(family, config, dims, i, layer) for i, layer in enumerate(layers))
+    W_E = get_path(base, family.embed).weight.detach()
+    head = None if family.lm_head is None else getattr(model, family.lm_head, None)
+    W_U = W_E.T if head is None else head.weight.detach().T
+    b_U = None if head is None or getattr(head, "bias", None) is None else head.bias.detach()
+    W_pos = None
+    if family.pos_embed is not None:
+        W_pos = get_path(base, family.pos_embed).weight.detach()[family.pos_offset :]
+    final = (
+        None if family.final_norm is None else make_norm(family, get_path(base, family.final_norm))
+    )
+    emb_norm = family.embedding_norm
+    fields: dict[str, Any] = dict(
+        name=name,
+        family=family.name,
+        model=model,
+        tokenizer=tokenizer,
+        base=base,
+        config=config,
+        n_layers=len(blocks),
+        d_model=dims.d_model,
+        n_heads=dims.n_heads,
+        n_kv_heads=dims.n_kv_heads,
+        d_head=dims.d_head,
+        n_ctx=dims.n_ctx,
+        W_E=W_E,
+        W_pos=W_pos,
+        W_U=W_U,
+        b_U=b_U,
+        final_norm=final,
+        embedding_norm=None if emb_norm is None else make_norm(family, get_path(base, emb_norm)),
+        blocks=blocks,
+        position=position_scheme(family, blocks),
+        is_encoder=family.is_encoder,
+        source=source,
+    )
+    if family.finish is not None:
+        fields.update(family.finish(model, config))
+    return ModelView(**fields)
+
+
+def position_scheme(family: Family, blocks: tuple[BlockView, ...]) -> PositionScheme:
+    """The model's position scheme, with the rotary settings of the first global block
+    (sliding-window blocks may rotate with another base; each block's own is its ``attn``)."""
+    full = [b for b in blocks if b.attn.window is None] or list(blocks)
+    rotary = full[0].attn.rotary if full else None
+    if rotary is None:
+        return PositionScheme(kind=family.position)
+    return PositionScheme(kind=family.position, rope_theta=rotary.theta, rotary_dim=rotary.dim)
+
+
+def with_options(family: Family, **changes: Any) -> Family:
+    """A copy of ``family`` with some declarations changed (for families that are close)."""
+    return replace(family, **changes)
+
+
+__all__ = [
+    "AttentionSettings",
+    "Dims",
+    "Family",
+    "NormView",
+    "OptionCheck",
+    "build_view",
+    "default_rope",
+    "falsy",
+    "one_of",
+    "truthy",
+]

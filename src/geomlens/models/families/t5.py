@@ -14,11 +14,14 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+import torch
 from torch import nn
 
 from geomlens.errors import GeomlensError
-from geomlens.models.families.base import Family
+from geomlens.models.families.base import Dims, Family
+from geomlens.models.families.common import separate_heads
 from geomlens.models.view import (
+    AttentionView,
     BlockView,
     HeadWeights,
     MlpView,
@@ -27,8 +30,6 @@ from geomlens.models.view import (
     PositionScheme,
     linear_in_out,
     norm_view,
-    split_heads_in,
-    split_heads_out,
 )
 
 
@@ -51,21 +52,10 @@ class T5DecoderBlockView(BlockView):
         return self.cross_heads_fn()
 
 
-def t5_heads(attn: Any, n_heads: int) -> HeadWeights:
-    """Per-head weights of a ``T5Attention`` (q/k/v/o linears without biases)."""
-    return HeadWeights(
-        W_Q=split_heads_in(linear_in_out(attn.q), n_heads),
-        W_K=split_heads_in(linear_in_out(attn.k), n_heads),
-        W_V=split_heads_in(linear_in_out(attn.v), n_heads),
-        W_O=split_heads_out(linear_in_out(attn.o), n_heads),
-        b_Q=None,
-        b_K=None,
-        b_V=None,
-        b_O=None,
-    )
+t5_heads = separate_heads("q", "k", "v", "o")
 
 
-def t5_mlp(dense: Any, activation: str) -> MlpView:
+def t5_mlp(dense: Any, config: Any, layer: Any = None) -> MlpView:
     """``DenseReluDense``: ``wi`` (plain) or ``wi_0`` (gate, activated) and ``wi_1`` (gated)."""
     gated = hasattr(dense, "wi_0")
     return MlpView(
@@ -74,7 +64,7 @@ def t5_mlp(dense: Any, activation: str) -> MlpView:
         W_out=linear_in_out(dense.wo),
         b_in=None,
         b_out=None,
-        activation=activation,
+        activation=config.dense_act_fn,
         module=dense,
     )
 
@@ -83,7 +73,31 @@ def _rms(module: Any) -> NormView:
     return norm_view(module, "rmsnorm", "variance_epsilon")
 
 
-def t5_blocks(stack: Any, n_heads: int, activation: str) -> list[BlockView]:
+def relative_bias(stack: Any) -> Callable[[int], torch.Tensor]:
+    """T -> [H, T, T] the stack's bucketed relative position bias (its first block's table)."""
+    first = stack.block[0].layer[0].SelfAttention
+
+    def bias(length: int) -> torch.Tensor:
+        with torch.inference_mode():
+            return first.compute_bias(length, length)[0].detach()
+
+    return bias
+
+
+def t5_attention(attn: Any, dims: Dims, causal: bool, bias: Any) -> AttentionView:
+    """T5 attention: unscaled q . k plus the stack's relative bias (none for cross-attention)."""
+    return AttentionView(
+        module=attn,
+        value_in=attn.v,
+        output=attn.o,
+        heads_fn=partial(t5_heads, attn, dims),
+        scale=1.0,
+        causal=causal,
+        bias_fn=bias,
+    )
+
+
+def t5_blocks(stack: Any, config: Any, dims: Dims, causal: bool) -> list[BlockView]:
     """Views of one T5 stack's blocks.
 
     The last block's ``extra_norms["final"]`` is the stack's ``final_layer_norm``, applied to
@@ -91,18 +105,20 @@ def t5_blocks(stack: Any, n_heads: int, activation: str) -> list[BlockView]:
     """
     blocks: list[BlockView] = []
     last = len(stack.block) - 1
+    bias = relative_bias(stack)
     for i, block in enumerate(stack.block):
         self_layer, ff_layer = block.layer[0], block.layer[-1]
         extra = {"final": _rms(stack.final_layer_norm)} if i == last else {}
+        dense = ff_layer.DenseReluDense
         common: dict[str, Any] = dict(
             index=i,
             module=block,
             attention=self_layer.SelfAttention,
             norm_attn=_rms(self_layer.layer_norm),
             norm_mlp=_rms(ff_layer.layer_norm),
-            placement="pre",
-            heads_fn=partial(t5_heads, self_layer.SelfAttention, n_heads),
-            mlp_fn=partial(t5_mlp, ff_layer.DenseReluDense, activation),
+            layout="pre",
+            attn=t5_attention(self_layer.SelfAttention, dims, causal, bias),
+            mlp_fn=partial(t5_mlp, dense, config),
         )
         if len(block.layer) == 3:
             cross = block.layer[1]
@@ -111,7 +127,7 @@ def t5_blocks(stack: Any, n_heads: int, activation: str) -> list[BlockView]:
                     **common,
                     extra_norms={"cross_attn": _rms(cross.layer_norm), **extra},
                     cross_attention=cross.EncDecAttention,
-                    cross_heads_fn=partial(t5_heads, cross.EncDecAttention, n_heads),
+                    cross_heads_fn=partial(t5_heads, cross.EncDecAttention, dims),
                 )
             )
         else:
@@ -136,10 +152,16 @@ def build_t5(model: Any, tokenizer: Any, name: str, source: str) -> ModelView:
     config = model.config
     encoder = model.encoder
     decoder = getattr(model, "decoder", None)
-    n_heads = config.num_heads
-    activation = config.dense_act_fn
-    blocks = t5_blocks(encoder, n_heads, activation)
-    decoder_blocks = [] if decoder is None else t5_blocks(decoder, n_heads, activation)
+    dims = Dims(
+        n_layers=config.num_layers,
+        d_model=config.d_model,
+        n_heads=config.num_heads,
+        n_kv_heads=config.num_heads,
+        d_head=config.d_kv,
+        n_ctx=None,
+    )
+    blocks = t5_blocks(encoder, config, dims, causal=False)
+    decoder_blocks = [] if decoder is None else t5_blocks(decoder, config, dims, causal=True)
     W_E = model.shared.weight.detach()
     lm_head = getattr(model, "lm_head", None)
     W_U = W_E.T if lm_head is None else lm_head.weight.detach().T
@@ -152,16 +174,18 @@ def build_t5(model: Any, tokenizer: Any, name: str, source: str) -> ModelView:
         tokenizer=tokenizer,
         base=encoder,
         config=config,
-        n_layers=config.num_layers,
-        d_model=config.d_model,
-        n_heads=n_heads,
-        n_kv_heads=n_heads,
-        d_head=config.d_kv,
+        n_layers=dims.n_layers,
+        d_model=dims.d_model,
+        n_heads=dims.n_heads,
+        n_kv_heads=dims.n_kv_heads,
+        d_head=dims.d_head,
         n_ctx=None,
         W_E=W_E,
         W_pos=None,
         W_U=W_U,
+        unembedding_scale=unembedding_scale(config) if decoder is not None else 1.0,
         final_norm=_rms(final_stack.final_layer_norm),
+        encoder_final_norm=None if decoder is None else _rms(encoder.final_layer_norm),
         blocks=tuple(blocks),
         position=PositionScheme(
             kind="t5-relative",
@@ -179,9 +203,12 @@ def build_t5(model: Any, tokenizer: Any, name: str, source: str) -> ModelView:
 T5 = Family(
     name="t5",
     model_types=("t5",),
+    features=("encoder-decoder", "gated FFN (v1.1, Flan-T5)", "untied head", "cross-attention"),
     # Every T5 config option changes only sizes, the activation or the gating, all of which
     # the view reads from the modules; nothing is refused.
-    options={},
     auto_class="seq2seq-lm",
-    build=build_t5,
+    options={},
+    position="t5-relative",
+    is_encoder=True,
+    builder=build_t5,
 )

@@ -1,0 +1,48 @@
+"""Phi-3 family (Phi-3, Phi-3.5, Phi-4 text): Llama blocks with fused projections.
+
+``qkv_proj`` holds all of Q, then K, then V; ``gate_up_proj`` the gate rows, then the up
+rows. Rotary (rotate-half) covers ``partial_rotary_factor`` of each head (Phi-4-mini:
+0.75); ``sliding_window``, when set, masks every layer alike. LongRoPE scaling (the 128k
+checkpoints) is refused.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from geomlens.models.families.base import Family, default_rope, one_of
+from geomlens.models.families.common import activation_of, fused_heads
+from geomlens.models.families.mistral import config_window
+from geomlens.models.view import MlpView, linear_in_out
+
+
+def phi3_mlp(mlp: Any, config: Any, layer: Any = None) -> MlpView:
+    """``act(x W_gate) * (x W_in)`` from the fused ``gate_up_proj`` (gate first)."""
+    fused = linear_in_out(mlp.gate_up_proj)  # [d, 2 * ff]
+    ff = fused.shape[1] // 2
+    return MlpView(
+        W_in=fused[:, ff:],
+        W_gate=fused[:, :ff],
+        W_out=linear_in_out(mlp.down_proj),
+        b_in=None,
+        b_out=None,
+        activation=activation_of(config),
+        module=mlp,
+    )
+
+
+PHI3 = Family(
+    name="phi3",
+    model_types=("phi3",),
+    features=("fused QKV", "fused gate/up", "partial rotary", "sliding window"),
+    auto_class="causal-lm",
+    options={
+        "rope_parameters": default_rope,
+        "rope_scaling": default_rope,
+        "attention_dropout": one_of(0.0, 0),
+    },
+    heads=fused_heads("qkv_proj", "o_proj", "contiguous"),
+    mlp_view=phi3_mlp,
+    sites=("qkv_proj", "o_proj"),
+    settings=config_window,
+)
