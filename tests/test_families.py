@@ -18,7 +18,6 @@ row here (docs/models.md, "Adding a family").
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,11 +25,15 @@ import pytest
 import torch
 import transformers
 
+from geomlens.analyses.attention_parts import real_logits, split_logits
+from geomlens.analyses.lens import lens_logits
 from geomlens.analyses.refactor import refactor_check
 from geomlens.capture.hooks import hidden_states
+from geomlens.errors import GeomlensError
 from geomlens.models import ModelView
 from geomlens.models.families import FAMILIES, family_for
 from geomlens.models.view import BlockView, NormView
+from geomlens.stats import CapturedBatch, DecompositionAccumulator
 
 VOCAB = 128
 SEQ = 9
@@ -317,4 +320,34 @@ def test_per_head_refactoring_holds(view: ModelView) -> None:
     assert result.max_rel_err <= 1e-5, f"{view.name}: {result.max_rel_err:.3g}"
 
 
-FamilyCheck = Callable[[ModelView], None]
+def test_logit_lens_at_the_last_layer_is_the_models_logits(view: ModelView) -> None:
+    ids = _ids(view)
+    out = _hf(view, ids)
+    if not hasattr(out, "logits"):
+        pytest.skip(f"{view.name} has no language-model head")
+    last = hidden_states(view, ids, [view.n_layers])[view.n_layers]
+    _close(lens_logits(view, last), out.logits, f"{view.name} lens")
+
+
+def test_attention_parts_sum_to_the_scores(view: ModelView) -> None:
+    """The position/context split of every block's scores is exact, whatever the layout;
+    blocks whose scores are not bilinear in the input (q/k norms, soft-capping, a position
+    bias) are refused with one sentence."""
+    C = 4
+    ids = torch.randint(2, VOCAB, (C, SEQ), generator=torch.Generator().manual_seed(4))
+    L = view.n_layers
+    hidden = hidden_states(view, ids, list(range(L)))
+    acc = DecompositionAccumulator(list(range(L)), C, SEQ, view.d_model, second_moment=False)
+    acc.update(CapturedBatch(hidden=hidden, context_index=torch.arange(C)))
+    for block in view.blocks:
+        stats = acc.finalize(block.index)
+        a = block.attn
+        if not a.linear_qk or a.softcap is not None or a.bias_fn is not None:
+            with pytest.raises(GeomlensError, match="cannot split"):
+                split_logits(view, block.index, hidden[block.index], stats)
+            continue
+        parts = split_logits(view, block.index, hidden[block.index], stats)
+        total = sum(parts.values())
+        real = real_logits(view, block.index, hidden[block.index])
+        # the norm runs in float32 in real_logits, in float64 in the split
+        assert float((total - real).abs().max() / real.abs().max()) <= 1e-6

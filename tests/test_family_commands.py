@@ -93,3 +93,24 @@ def test_report_runs_on_every_family(case: Case, root: Path) -> None:
     assert metrics["sphere"]["identity"]["max_rel_err"] < 1e-4
     assert metrics["walk"]["refactor"]["max_rel_err"] < 1e-4
     assert (out / "report.html").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize(
+    ("config", "named"),
+    [
+        (transformers.MambaConfig(), "'mamba' is not supported"),
+        (transformers.FalconConfig(alibi=True), "alibi=True"),
+        (transformers.OPTConfig(do_layer_norm_before=False), "do_layer_norm_before=False"),
+        (transformers.Qwen2Config(rope_scaling={"rope_type": "yarn", "factor": 4.0}), "rope"),
+    ],
+    ids=["unsupported-family", "falcon-alibi", "opt-post-norm", "qwen2-yarn"],
+)
+def test_unsupported_families_and_options_are_one_sentence(
+    config: Any, named: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config.save_pretrained(tmp_path)
+    rc = main(["capture", "--model", str(tmp_path), "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1, err
+    assert named in err[0] and "Traceback" not in err[0]
+    assert not (tmp_path / "run" / "metrics.json").exists()

@@ -21,7 +21,7 @@ import numpy.typing as npt
 import torch
 from safetensors.torch import save_file
 
-from geomlens.analyses.attention_parts import real_logits
+from geomlens.analyses.attention_parts import block_scores
 from geomlens.analyses.kernels import N_OFFSETS, KernelAccumulator, bias_kernels
 from geomlens.analyses.refactor import RefactorAccumulator, record_attention
 from geomlens.analyses.similarity import layer_stack, similarity_maps
@@ -114,7 +114,8 @@ def kernels_and_refactor(
     """Empirical kernels and the refactoring check over the first ``n_windows`` windows.
 
     Returns:
-        (EmpiricalKernel, RefactorResult, why pre-softmax kernels are missing or None).
+        (EmpiricalKernel, RefactorResult, why pre-softmax kernels are missing or None: the
+        view gives every family's scores, so it is None).
     """
     ids = torch.tensor(windows.input_ids[: max(1, min(n_windows, windows.n_contexts))])
     kern = KernelAccumulator(view.n_layers, view.n_heads, causal=not view.is_encoder)
@@ -124,13 +125,7 @@ def kernels_and_refactor(
         rec = record_attention(view, ids[start : start + batch])
         refac.update(rec)
         for l in range(view.n_layers):
-            logits = None
-            if missing is None:
-                try:
-                    logits = real_logits(view, l, rec.block_in[l])
-                except GeomlensError as exc:
-                    missing = str(exc)
-            kern.update(l, rec.attn[l], logits)
+            kern.update(l, rec.attn[l], block_scores(view, l, rec.block_in[l]))
     return kern.finalize(), refac.finalize(), missing
 
 

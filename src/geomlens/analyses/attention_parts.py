@@ -140,8 +140,9 @@ def _project(x: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
 # --------------------------------------------------------------------------- reference
 
 
-def real_logits(view: ModelView, layer: int, hidden: torch.Tensor) -> torch.Tensor:
-    """The block's pre-softmax, pre-mask logits from its input, in float64.
+def block_scores(view: ModelView, layer: int, hidden: torch.Tensor) -> torch.Tensor:
+    """The block's pre-softmax, pre-mask scores from its input, in float64, for any family
+    (rotary, ALiBi or T5 bias, soft-capping and q/k norms included).
 
     The norm module runs as the model runs it (its own dtype); the queries and keys come
     from the view's per-head weights in float64 (checked against Hugging Face's attention
@@ -153,15 +154,21 @@ def real_logits(view: ModelView, layer: int, hidden: torch.Tensor) -> torch.Tens
         hidden: [C, T, d] the block's input (hidden-state layer ``layer``).
 
     Returns:
-        [C, H, T, T] float64 logits ``scale * q_i . k_j``.
+        [C, H, T, T] float64 scores.
     """
     block = view.blocks[layer]
-    _check_supported(view, block)
     h = hidden.to(view.device)
     norm = block.attn_input_norm
     with torch.inference_mode():
         x = h if norm is None else norm.module(h.to(view.W_E.dtype))
         return block.attn.scores(x.double())
+
+
+def real_logits(view: ModelView, layer: int, hidden: torch.Tensor) -> torch.Tensor:
+    """``block_scores`` of a block whose scores ``scale * q_i . k_j`` the split handles
+    (a ``GeomlensError`` otherwise): the reference the parts must add up to."""
+    _check_supported(view, view.blocks[layer])
+    return block_scores(view, layer, hidden)
 
 
 # --------------------------------------------------------------------------- the split
