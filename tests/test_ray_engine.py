@@ -7,6 +7,7 @@ import math
 import os
 import signal
 import sys
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -127,8 +128,22 @@ def windows(minilm, bbc):
 
 @pytest.fixture(scope="module")
 def local_run(minilm, tmp_path_factory):
+    """The local capture, on one torch thread like each Ray worker (threads=1): float32
+    kernels may sum in another order with more threads, which moves the last digits."""
     out = tmp_path_factory.mktemp("local") / "run"
-    return run_capture(CONFIG, out, view=minilm, progress=False)
+    with one_thread():
+        return run_capture(CONFIG, out, view=minilm, progress=False)
+
+
+@contextmanager
+def one_thread():
+    """torch on one thread inside the block (the Ray workers' setting in these tests)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def test_ray_gives_the_local_metrics_statistics_and_activations(
@@ -240,16 +255,17 @@ def test_a_shard_alone_equals_its_rows_of_the_one_pass_capture(minilm, windows, 
     assert local_run.windows["fingerprint"] == windows.fingerprint
     (shard,) = [s for s in plan_shards(8, 2, 2) if s.index == 1]
     ids = torch.tensor(windows.input_ids)[shard.rows.start : shard.rows.stop]
-    state = capture_shard(
-        view,
-        shard,
-        ids,
-        torch.zeros(len(ids), dtype=torch.int64),
-        layers=list(range(7)),
-        n_contexts=8,
-        batch_size=2,
-        second_moment=True,
-    )
+    with one_thread():
+        state = capture_shard(
+            view,
+            shard,
+            ids,
+            torch.zeros(len(ids), dtype=torch.int64),
+            layers=list(range(7)),
+            n_contexts=8,
+            batch_size=2,
+            second_moment=True,
+        )
     full = local_run.decomposition
     rows = slice(shard.rows.start, shard.rows.stop)
     np.testing.assert_array_equal(state["ctx_sum"].numpy(), full.ctx_sum[:, rows].numpy())
