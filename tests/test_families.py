@@ -351,3 +351,31 @@ def test_attention_parts_sum_to_the_scores(view: ModelView) -> None:
         real = real_logits(view, block.index, hidden[block.index])
         # the norm runs in float32 in real_logits, in float64 in the split
         assert float((total - real).abs().max() / real.abs().max()) <= 1e-6
+
+
+def test_t5_v1_1_gated_and_untied_head_give_hfs_logits() -> None:
+    """T5 v1.1 / Flan-T5: gated-gelu FFN, no decoder-output scaling. (Their checkpoints
+    have an untied head; transformers 5 ties it to ``shared`` for every T5 and keeps
+    ``tie_word_embeddings=False`` only as "do not scale", so the view reads ``lm_head``.)"""
+    config = transformers.T5Config(
+        vocab_size=VOCAB,
+        d_model=64,
+        d_kv=16,
+        d_ff=96,
+        num_layers=2,
+        num_heads=4,
+        feed_forward_proj="gated-gelu",
+        tie_word_embeddings=False,
+        decoder_start_token_id=0,
+    )
+    family = family_for(config)
+    torch.manual_seed(0)
+    model = transformers.AutoModelForSeq2SeqLM.from_config(config, attn_implementation="eager")
+    model.eval().requires_grad_(False)
+    view = family.build(model, None, "tiny-t5-v1.1", "memory")
+    assert view.unembedding_scale == 1.0 and view.blocks[0].mlp().W_gate is not None
+    ids = _ids(view)
+    with torch.inference_mode():
+        out = model(input_ids=ids, decoder_input_ids=ids, output_hidden_states=True)
+        decoded = view.unembed(out.decoder_hidden_states[-1])
+    _close(decoded, out.logits, "t5 v1.1 logits")
