@@ -6,6 +6,7 @@ import time
 
 import pytest
 import torch
+from test_inputs_whole import char_tokenizer
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from geomlens.capture import CaptureConfig
@@ -34,14 +35,17 @@ def test_bundled_gguf_loads_from_the_converted_cache_quickly(smollm2):
 
 def test_local_folder_and_hub_cache_id_load_offline(tmp_path, monkeypatch):
     model = tiny_gpt2()
+    tokenizer = char_tokenizer(64)  # a vocabulary the 64-row embedding covers
     folder = tmp_path / "tiny"
     model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
     view = load_model(folder)
     assert view.family == "gpt2" and view.n_layers == 2 and view.W_pos is not None
     # The same folder laid out as a Hugging Face hub cache entry: found by id, offline.
     cache = tmp_path / "hub"
     snapshot = cache / "models--someone--tiny-gpt2" / "snapshots" / "abc123"
     model.save_pretrained(snapshot)
+    tokenizer.save_pretrained(snapshot)
     (cache / "models--someone--tiny-gpt2" / "refs").mkdir()
     (cache / "models--someone--tiny-gpt2" / "refs" / "main").write_text("abc123")
     import huggingface_hub.constants

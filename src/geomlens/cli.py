@@ -22,6 +22,10 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see `{self.prog} --help`).")
 
 
+MAX_LAYERS = 1_000_000
+"""The widest --layers range read (bounds memory before any model is known)."""
+
+
 def parse_layers(text: str) -> tuple[int, ...] | None:
     """ "all", or a list like "0,4,8" or "0-6" (ranges inclusive)."""
     if text == "all":
@@ -31,6 +35,11 @@ def parse_layers(text: str) -> tuple[int, ...] | None:
         for part in text.split(","):
             if "-" in part:
                 lo, hi = part.split("-")
+                if int(hi) - int(lo) >= MAX_LAYERS:
+                    raise argparse.ArgumentTypeError(
+                        f"--layers range {part} spans more than {MAX_LAYERS} layers; "
+                        "no model has that many."
+                    )
                 layers.extend(range(int(lo), int(hi) + 1))
             else:
                 layers.append(int(part))
@@ -476,6 +485,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="geomlens", description="Measure the geometry of pretrained transformer models."
     )
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="show the traceback of an internal error (accepted anywhere on the line)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("models", help="list the bundled models (or the supported families)")
     p.add_argument("--json", action="store_true")
@@ -567,24 +581,47 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: user errors print one sentence and exit 2.
+MAX_MESSAGE = 500
+"""Longest message printed (characters); longer ones are cut with an ellipsis."""
 
-    So do failed file operations (a full disk, no permission, a read-only file system):
-    what a run finished before them stays in its folder, and rerunning resumes.
+
+def bounded(message: str, limit: int = MAX_MESSAGE) -> str:
+    """``message`` on one line, at most ``limit`` characters."""
+    text = one_line(message)
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: the one place where errors become sentences.
+
+    User errors and failed file operations (a full disk, no permission, a read-only file
+    system) print one sentence and exit 2: what a run finished before them stays in its
+    folder, and rerunning resumes. Anything else is a bug in geomlens: one line naming
+    it and exit 1, or its traceback with ``--debug``.
     """
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args_list
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser().parse_args([a for a in args_list if a != "--debug"])
         return int(args.func(args))
     except GeomlensError as exc:
-        print(f"geomlens: error: {one_line(str(exc))}", file=sys.stderr)
+        print(f"geomlens: error: {bounded(str(exc))}", file=sys.stderr)
         return 2
     except OSError as exc:
-        print(f"geomlens: error: {one_line(os_error_sentence(exc))}", file=sys.stderr)
+        print(f"geomlens: error: {bounded(os_error_sentence(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("geomlens: interrupted.", file=sys.stderr)
         return 130
+    except Exception as exc:
+        if debug:
+            raise
+        what = bounded(f"{type(exc).__name__}: {exc}", MAX_MESSAGE - 100)
+        print(
+            f"geomlens: internal error: {what}; rerun with --debug for the traceback.",
+            file=sys.stderr,
+        )
+        return 1
 
 
 if __name__ == "__main__":

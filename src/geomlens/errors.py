@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Sequence
 
 
 class GeomlensError(Exception):
@@ -41,3 +42,11 @@ def os_error_sentence(exc: OSError) -> str:
 def one_line(message: str) -> str:
     """A message folded onto one line (messages quoting other libraries may span several)."""
     return " ".join(str(message).split())
+
+
+def short_list(values: Sequence[object], n: int = 5) -> str:
+    """A list as the user would write it, at most ``n`` items then how many more:
+    ``[99]``, ``[7, 8, 9, 10, 11, ... and 995 more]`` (a message stays one short line)."""
+    shown = ", ".join(str(v) for v in list(values[:n]))
+    more = f", ... and {len(values) - n} more" if len(values) > n else ""
+    return f"[{shown}{more}]"

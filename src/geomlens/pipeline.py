@@ -8,24 +8,37 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from safetensors.torch import load_file
+from safetensors import SafetensorError, safe_open
 from threadpoolctl import threadpool_limits
 
 from geomlens.capture.capture import CaptureConfig, check_length, resolve_layers
 from geomlens.corpus import Corpus, Windows, load_corpus, make_windows
 from geomlens.engines import EngineConfig
 from geomlens.engines import capture as engine_capture
+from geomlens.errors import GeomlensError
+from geomlens.files import damaged
 from geomlens.models import load_model
 from geomlens.models.view import ModelView
 from geomlens.runfolder import (
+    RERUN,
     Run,
     RunFolder,
     model_fingerprint,
     open_run,
     package_versions,
+    read_windows,
     write_json,
 )
 from geomlens.stats import DecompositionAccumulator
+from geomlens.stats.decomposition import state_spec
+
+SECTIONS = {
+    "capture": ("capture",),
+    "decompose": ("capture", "decomposition", "attention", "induction"),
+    "sphere": ("capture", "sphere"),
+    "walk": ("capture", "walk"),
+}
+"""The metrics.json sections a finished run of each command holds."""
 
 
 def windows_record(windows: Windows) -> dict[str, Any]:
@@ -94,6 +107,45 @@ def prepare(
 Analysis = Callable[[RunFolder, ModelView, Windows, DecompositionAccumulator], None]
 
 
+def model_source(config: CaptureConfig, view: ModelView | None) -> str:
+    """The folder the model of ``config`` loads from (without loading it when not given)."""
+    if view is not None:
+        return view.source
+    from geomlens.models.loading import resolve_folder
+
+    return str(resolve_folder(config.model))
+
+
+def check_stats_header(path: Path) -> None:
+    """A cheap look at finished statistics (header and context counts, not the sums)."""
+    try:
+        with safe_open(str(path), "pt") as f:
+            keys = set(f.keys())
+            seen = f.get_tensor("seen") if "seen" in keys else None
+    except SafetensorError as exc:
+        raise damaged(path, f"not a complete safetensors file: {exc}", RERUN) from None
+    needed = {"layers", "pos_sum", "ctx_sum", "first", "sumsq", "seen"}
+    if not needed <= keys or seen is None or not bool((seen == 1).all()):
+        raise damaged(path, "it is not a finished decomposition state", RERUN)
+
+
+def finished_parts_missing(folder: RunFolder, sections: tuple[str, ...]) -> list[str]:
+    """What a finished run lacks (metrics sections, statistics, windows); damage is an error."""
+    metrics = folder.read_metrics()
+    missing = [f"the {s} section of metrics.json" for s in sections if s not in metrics]
+    stats = folder.path / "stats" / "decomposition.safetensors"
+    if stats.exists():
+        check_stats_header(stats)
+    else:
+        missing.append("stats/decomposition.safetensors")
+    windows = folder.path / "windows.json"
+    if windows.exists():
+        read_windows(windows)
+    else:
+        missing.append("windows.json")
+    return missing
+
+
 def run_command(
     command: str,
     config: CaptureConfig,
@@ -105,34 +157,95 @@ def run_command(
     progress: bool = True,
     checkpoint_every_s: float = 30.0,
     engine: EngineConfig | None = None,
+    sections: tuple[str, ...] | None = None,
 ) -> Run:
     """Capture into a run folder, then run ``analyse`` on the result; record everything.
 
-    A folder holding a finished run of the same config is reused as it is; a partial one
-    resumes (finished statistics are kept, a capture continues after its last saved
-    batch); one holding another config is refused. ``view`` reuses a model already loaded
-    for ``config.model``. ``engine`` says where the capture runs (default: this process);
-    it is not part of the run's identity, so a run resumes under either engine.
+    A folder holding a finished run of the same config and the same inputs is reused as
+    it is; a partial one resumes (finished statistics are kept, a capture continues after
+    its last saved batch); one holding another config, or the same config made from
+    another model or corpus (fingerprints differ), is refused. A finished run lacking
+    one of ``sections`` (default: the command's) in metrics.json is finished again.
+    ``view`` reuses a model already loaded for ``config.model``. ``engine`` says where
+    the capture runs (default: this process); it is not part of the run's identity, so a
+    run resumes under either engine. The folder is locked for the whole call.
     """
     engine = engine or EngineConfig()
     engine.validate(config.save_activations)
+    config.validate()
     folder = RunFolder(out)
+    with folder.hold():
+        return _run_locked(
+            folder,
+            command,
+            config,
+            options=options,
+            analyse=analyse,
+            view=view,
+            progress=progress,
+            checkpoint_every_s=checkpoint_every_s,
+            engine=engine,
+            sections=SECTIONS.get(command, ("capture",)) if sections is None else sections,
+        )
+
+
+def _run_locked(
+    folder: RunFolder,
+    command: str,
+    config: CaptureConfig,
+    *,
+    options: dict[str, Any] | None,
+    analyse: Analysis | None,
+    view: ModelView | None,
+    progress: bool,
+    checkpoint_every_s: float,
+    engine: EngineConfig,
+    sections: tuple[str, ...],
+) -> Run:
     full_config = {**config.to_dict(), "command": command, **(options or {})}
     state = folder.claim(full_config)
-    if state == "complete":
-        print(f"{folder.path} already holds this run; reusing it.", file=sys.stderr)
-        return open_run(folder.path)
+    previous = folder.read_manifest()
+    if state == "complete" and previous is not None:
+        # The windows follow from the corpus, the tokenizer and the config: comparing
+        # the corpus and the model does not need the (slow) tokenizing of every window.
+        corpus = load_corpus(config.corpus)
+        folder.check_identity(
+            previous,
+            {
+                "model": model_fingerprint(model_source(config, view)),
+                "corpus": corpus.fingerprint,
+            },
+            finished=True,
+        )
+        missing = finished_parts_missing(folder, sections)
+        if not missing:
+            print(f"{folder.path} already holds this run; reusing it.", file=sys.stderr)
+            return open_run(folder.path)
+        print(
+            f"geomlens: notice: the finished run in {folder.path} lacks {', '.join(missing)}; "
+            "computing what is missing again.",
+            file=sys.stderr,
+            flush=True,
+        )
     started = time.time()
     view, corpus, windows = prepare(config, view)
+    fingerprints = {
+        "model": model_fingerprint(view.source),
+        "corpus": corpus.fingerprint,
+        "windows": windows.fingerprint,
+    }
+    if previous is not None:
+        folder.check_identity(previous, fingerprints, finished=state == "complete")
     manifest: dict[str, Any] = {
         "command": command,
         "config": full_config,
         "status": "running",
         "versions": package_versions(),
         "model": {**view.describe(), "source": view.source},
-        "model_fingerprint": model_fingerprint(view.source),
-        "corpus_fingerprint": corpus.fingerprint,
-        "windows_fingerprint": windows.fingerprint,
+        "model_fingerprint": fingerprints["model"],
+        "corpus_fingerprint": fingerprints["corpus"],
+        "windows_fingerprint": fingerprints["windows"],
+        "corpus": corpus.record(),
         "device": str(view.device),
         "engine": engine.record(),
     }
@@ -140,9 +253,13 @@ def run_command(
         manifest["activations"] = engine.activations_location(folder)
     folder.write_manifest(manifest)
     write_json(folder.path / "windows.json", windows_record(windows))
-    finished = folder.path / "stats" / "decomposition.safetensors"
-    if finished.exists():
-        acc = DecompositionAccumulator.from_state_dict(load_file(str(finished)))
+    layers = resolve_layers(view, config.layers)
+    spec = state_spec(
+        layers, windows.n_contexts, windows.length, view.d_model, config.second_moment
+    )
+    saved = folder.load_stats("decomposition", spec, layers)
+    if saved is not None:
+        acc = DecompositionAccumulator.from_state_dict(saved)
         timing: dict[str, float] = {}
     else:
         acc, timing = engine_capture(
@@ -154,6 +271,11 @@ def run_command(
             progress=progress,
             checkpoint_every_s=checkpoint_every_s,
         )
+        if not acc.complete:  # never saved as finished statistics
+            raise GeomlensError(
+                f"the capture in {folder.path} ended without counting every context exactly "
+                f"once; remove {folder.checkpoint_dir} and rerun the same command."
+            )
         folder.save_stats("decomposition", acc.state_dict())
     # Also after a resume whose statistics were saved just before a failure (a full disk):
     # the same numbers give the same bytes.

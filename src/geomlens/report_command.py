@@ -10,7 +10,6 @@ metrics.json equals an uninterrupted run's.
 from __future__ import annotations
 
 import dataclasses
-import json
 import shutil
 import sys
 import time
@@ -23,13 +22,14 @@ from geomlens.corpus import Windows
 from geomlens.decompose import analyse_decomposition
 from geomlens.engines import EngineConfig
 from geomlens.errors import GeomlensError
+from geomlens.files import damaged, read_json, replacing
 from geomlens.models import load_model
 from geomlens.models.loading import eager_attention
 from geomlens.models.view import ModelView
 from geomlens.pipeline import run_command
 from geomlens.progress import Step, StepLines
 from geomlens.report.page import write_report
-from geomlens.runfolder import Run, RunFolder, open_run, write_json
+from geomlens.runfolder import RERUN, Run, RunFolder, open_run, write_json
 from geomlens.sphere import DEFAULT_PROMPT, analyse_sphere, load_nouns
 from geomlens.stats import DecompositionAccumulator
 from geomlens.walk import KERNEL_WINDOWS, TOP_K, analyse_walk, default_text
@@ -45,14 +45,52 @@ CONCEPT_LIMIT = 40
 """Items of the multiple-choice task scored in the report (a small default slice)."""
 
 
+STAGE_SECTIONS = {
+    "decomposition": ("decomposition", "attention", "induction"),
+    "sphere": ("sphere",),
+    "walk": ("walk",),
+    "concepts": ("concepts",),
+}
+"""The metrics.json sections each stage writes: a stage is finished only with all of them."""
+
+
+def finished_stages(folder: RunFolder, names: list[str]) -> list[str]:
+    """The stages ``stages.json`` records whose numbers are all in metrics.json.
+
+    A stage recorded without its numbers (metrics.json replaced or edited since) is
+    named in a notice and run again.
+    """
+    record = folder.path / "stages.json"
+    if not record.exists():
+        return []
+    recorded = read_json(record, list, RERUN)
+    if not all(isinstance(name, str) for name in recorded):
+        raise damaged(record, "it is not a list of stage names", RERUN)
+    metrics = folder.read_metrics()
+    done, lost = [], []
+    for name in recorded:
+        if name in names and all(s in metrics for s in STAGE_SECTIONS.get(name, (name,))):
+            done.append(name)
+        elif name in names:
+            lost.append(name)
+    if lost:
+        print(
+            f"geomlens: notice: {record} records the stages {', '.join(lost)} as done, but "
+            "metrics.json lacks their numbers; running them again.",
+            file=sys.stderr,
+            flush=True,
+        )
+    return done
+
+
 def staged(stages: list[tuple[str, str, StageFactory]], progress: bool) -> Stage:
-    """Run stages in order, skipping those ``stages.json`` records as finished."""
+    """Run stages in order, skipping those finished (see ``finished_stages``)."""
 
     def analyse(
         folder: RunFolder, view: ModelView, windows: Windows, acc: DecompositionAccumulator
     ) -> None:
         record = folder.path / "stages.json"
-        done: list[str] = json.loads(record.read_text()) if record.exists() else []
+        done = finished_stages(folder, [name for name, _, _ in stages])
         for i, (name, title, factory) in enumerate(stages, start=1):
             prefix = f"[{i}/{len(stages)}] {title}"
             if name in done:
@@ -128,7 +166,8 @@ def concepts_stage(
         figure = run.path / "figures" / "concepts_schemes.png"
         if figure.exists():
             (folder.path / "figures").mkdir(exist_ok=True)
-            shutil.copyfile(figure, folder.path / "figures" / figure.name)
+            with replacing(folder.path / "figures" / figure.name) as tmp:
+                shutil.copyfile(figure, tmp)
         folder.merge_metrics("concepts", run.metrics["concepts"])
 
     return analyse
@@ -161,9 +200,31 @@ def run_report(
     """
     if limit < 1:
         raise GeomlensError(f"--limit must be at least 1 (got {limit}).")
+    if task is not None:  # a bad task file is reported now, not after the capture
+        from geomlens.concepts.tasks import load_task
+
+        load_task(task)
     config = dataclasses.replace(config, second_moment=True)
+    config.validate()
+    # One command per folder, from loading the model to writing report.html.
+    with RunFolder(out).hold():
+        return _report_locked(
+            config, out, task, limit, skip_first, view, progress, checkpoint_every_s, engine
+        )
+
+
+def _report_locked(
+    config: CaptureConfig,
+    out: str | Path,
+    task: str | None,
+    limit: int,
+    skip_first: bool,
+    view: ModelView | None,
+    progress: bool,
+    checkpoint_every_s: float,
+    engine: EngineConfig | None,
+) -> Run:
     if view is None:
-        config.validate()
         view = load_model(
             config.model,
             device=config.device,
@@ -212,6 +273,7 @@ def run_report(
         progress=progress,
         checkpoint_every_s=checkpoint_every_s,
         engine=engine,
+        sections=("capture", *(s for name, _, _ in stages for s in STAGE_SECTIONS[name])),
     )
     write_report(run.path)
     return open_run(run.path)

@@ -13,12 +13,16 @@ Layout::
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import platform
 import shutil
+import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from importlib import metadata
@@ -26,11 +30,61 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file
 
 from geomlens.capture.store import ActivationStore, save_atomic
 from geomlens.errors import GeomlensError
+from geomlens.files import damaged, read_json
 from geomlens.stats import DecompositionAccumulator
+from geomlens.stats.decomposition import state_spec
+
+LOCK_NAME = ".lock"
+"""The lock file of a run folder: flock'ed for a whole command, holding the holder's pid."""
+
+_HELD: dict[Path, int] = {}
+"""Run folders this process holds the lock of, with how many nested holds."""
+
+RERUN = "remove it and rerun the command that made this run to write it again."
+START_AFRESH = "remove the folder or choose another --out."
+FINGERPRINTS = {
+    "model": "model_fingerprint",
+    "corpus": "corpus_fingerprint",
+    "windows": "windows_fingerprint",
+}
+
+
+class DamagedCheckpoint(Exception):
+    """A checkpoint that does not hold what its progress says (the reason is the message)."""
+
+
+def load_state(path: Path, advice: str = RERUN) -> dict[str, torch.Tensor]:
+    """A safetensors file read whole, or one sentence naming it when it is damaged."""
+    try:
+        return load_file(str(path))
+    except SafetensorError as exc:
+        raise damaged(path, f"not a complete safetensors file: {exc}", advice) from None
+
+
+def check_state(
+    state: dict[str, torch.Tensor],
+    spec: dict[str, tuple[tuple[int, ...], torch.dtype]],
+    layers: list[int] | None = None,
+) -> str | None:
+    """Why ``state`` does not fit ``spec`` (names, shapes, dtypes, finite sums), or None."""
+    if set(state) != set(spec):
+        missing, extra = sorted(set(spec) - set(state)), sorted(set(state) - set(spec))
+        return f"tensors missing: {missing}, unexpected: {extra}"
+    for name, (shape, dtype) in spec.items():
+        tensor = state[name]
+        if tuple(tensor.shape) != shape or tensor.dtype != dtype:
+            return f"{name} is {tuple(tensor.shape)} {tensor.dtype}, expected {shape} {dtype}"
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            return f"{name} holds NaN or infinite values"
+    if layers is not None and state["layers"].tolist() != list(layers):
+        return f"it covers layers {state['layers'].tolist()}, not {list(layers)}"
+    return None
+
 
 PACKAGES = ("geomlens", "torch", "transformers", "numpy", "safetensors", "gguf")
 
@@ -90,12 +144,83 @@ class RunFolder:
     def read_manifest(self) -> dict[str, Any] | None:
         if not self.manifest_path.exists():
             return None
+        manifest = read_json(self.manifest_path, dict, START_AFRESH)
+        if not isinstance(manifest.get("config"), dict):
+            raise damaged(self.manifest_path, "it has no config", START_AFRESH)
+        return manifest
+
+    def prepare_folder(self) -> None:
+        """Create the folder and check that it is writable (fail now, not after loading)."""
+        if self.path.exists() and not self.path.is_dir():
+            raise GeomlensError(f"--out {self.path} is a file; give a folder.")
         try:
-            return json.loads(self.manifest_path.read_text())
-        except (OSError, json.JSONDecodeError):
+            self.path.mkdir(parents=True, exist_ok=True)
+            tempfile.TemporaryFile(dir=self.path).close()
+        except OSError as exc:
             raise GeomlensError(
-                f"{self.manifest_path} is unreadable; remove the folder or choose another --out."
+                f"cannot write the run folder {self.path} ({exc.strerror}); choose another --out."
             ) from None
+
+    # one command per folder --------------------------------------------------------------
+    @contextmanager
+    def hold(self) -> Iterator[None]:
+        """Hold the folder's lock for the block: a second command on it is refused.
+
+        The lock is ``flock`` on ``DIR/.lock`` (which holds the pid, for the message), so
+        the operating system releases it when its process dies, even by ``kill -9``: a
+        lock file left behind is taken over. Nested holds in one process are allowed.
+        """
+        self.prepare_folder()
+        key = self.path.resolve()
+        if key in _HELD:
+            _HELD[key] += 1
+            try:
+                yield
+            finally:
+                _HELD[key] -= 1
+            return
+        fd = self._lock()
+        _HELD[key] = 1
+        try:
+            yield
+        finally:
+            del _HELD[key]
+            # Removed while still locked: a command that opened the old file finds it gone
+            # (see _lock) and opens a new one.
+            (self.path / LOCK_NAME).unlink(missing_ok=True)
+            os.close(fd)
+
+    def _lock(self) -> int:
+        lock = self.path / LOCK_NAME
+        for _ in range(50):
+            try:
+                fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as exc:
+                raise GeomlensError(
+                    f"cannot write the run folder {self.path} ({exc.strerror}); "
+                    "choose another --out."
+                ) from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.read(fd, 64).decode("ascii", "replace").strip() or "unknown"
+                os.close(fd)
+                raise GeomlensError(
+                    f"{self.path} is in use by another geomlens command (pid {holder}); "
+                    "wait for it to finish, or choose another --out."
+                ) from None
+            try:
+                current = os.stat(lock)
+                mine = os.fstat(fd)
+                same = (current.st_ino, current.st_dev) == (mine.st_ino, mine.st_dev)
+            except FileNotFoundError:
+                same = False
+            if same:
+                os.ftruncate(fd, 0)
+                os.write(fd, f"{os.getpid()}\n".encode())
+                return fd
+            os.close(fd)  # its last holder removed it between our open and flock: retry
+        raise GeomlensError(f"could not lock {lock}; rerun the command.")
 
     def claim(self, config: dict[str, Any]) -> str:
         """Prepare the folder for ``config``: returns "new", "resume" or "complete"."""
@@ -103,18 +228,11 @@ class RunFolder:
             raise GeomlensError(f"--out {self.path} is a file; give a folder.")
         manifest = self.read_manifest()
         if manifest is None:
-            if self.path.exists() and any(self.path.iterdir()):
+            if self.path.exists() and any(p.name != LOCK_NAME for p in self.path.iterdir()):
                 raise GeomlensError(
                     f"{self.path} is not empty and holds no geomlens run; choose another --out."
                 )
-            try:
-                self.path.mkdir(parents=True, exist_ok=True)
-                tempfile.TemporaryFile(dir=self.path).close()  # fail now, not after loading
-            except OSError as exc:
-                raise GeomlensError(
-                    f"cannot write the run folder {self.path} ({exc.strerror}); "
-                    "choose another --out."
-                ) from None
+            self.prepare_folder()
             return "new"
         if manifest.get("config") != config:
             differs = sorted(
@@ -127,6 +245,29 @@ class RunFolder:
                 f"{', '.join(differs)}); choose another --out or remove that folder."
             )
         return "complete" if manifest.get("status") == "complete" else "resume"
+
+    def check_identity(
+        self, manifest: dict[str, Any], current: dict[str, str], finished: bool
+    ) -> None:
+        """Refuse a run of this config made from other inputs (fingerprints differ).
+
+        ``current`` maps "model", "corpus" and "windows" to this command's fingerprints;
+        a fingerprint the manifest lacks (or ``current`` does not give) is not compared.
+        """
+        changed = [
+            what
+            for what, key in FINGERPRINTS.items()
+            if what in current and key in manifest and manifest[key] != current[what]
+        ]
+        if not changed:
+            return
+        state = "a finished" if finished else "an unfinished"
+        since = "it finished" if finished else "it was started"
+        raise GeomlensError(
+            f"{self.path} holds {state} run of this config, but its {' and '.join(changed)} "
+            f"changed since {since}, so its numbers would not describe these inputs; "
+            "choose another --out, or remove that folder to start afresh."
+        )
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         write_json(self.manifest_path, manifest)
@@ -146,12 +287,76 @@ class RunFolder:
                 old.unlink()
 
     def load_checkpoint(self) -> tuple[dict[str, torch.Tensor], int] | None:
+        """The saved state and its batch count, as written (see ``resume_into``)."""
         progress = self.checkpoint_dir / "progress.json"
         if not progress.exists():
             return None
-        done = json.loads(progress.read_text())["batches_done"]
+        done = self._batches_done(progress)
         state = self.checkpoint_dir / f"state_{done:05d}.safetensors"
-        return (load_file(str(state)), done) if state.exists() else None
+        if not state.exists():
+            raise DamagedCheckpoint(f"{state.name}, named by progress.json, is missing")
+        try:
+            return load_file(str(state)), done
+        except SafetensorError as exc:
+            why = f"{state.name} is not a complete safetensors file: {exc}"
+            raise DamagedCheckpoint(why) from None
+
+    @staticmethod
+    def _batches_done(progress: Path) -> int:
+        try:
+            record = json.loads(progress.read_bytes().decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise DamagedCheckpoint("progress.json is not valid JSON") from None
+        done = record.get("batches_done") if isinstance(record, dict) else None
+        if not isinstance(done, int) or isinstance(done, bool) or done < 1:
+            raise DamagedCheckpoint("progress.json holds no positive batches_done")
+        return done
+
+    def resume_into(self, acc: DecompositionAccumulator, batch_size: int) -> int:
+        """Load the checkpoint into ``acc`` and return the batches it covers (0: none).
+
+        The checkpoint is trusted only when it fits: its tensors have the accumulator's
+        names, shapes and dtypes and finite sums, and its contexts seen are exactly the
+        first ``batches_done`` batches, once each. A checkpoint that does not fit is set
+        aside (renamed, named in a notice on stderr) and the capture starts from zero.
+        """
+        try:
+            saved = self.load_checkpoint()
+            if saved is None:
+                return 0
+            state, done = saved
+            n_batches = -(-acc.n_contexts // batch_size)
+            if done > n_batches:
+                raise DamagedCheckpoint(f"progress.json says {done} of {n_batches} batches")
+            why = check_state(state, acc.state_spec(), acc.layers)
+            if why is not None:
+                raise DamagedCheckpoint(f"the saved state does not fit this run: {why}")
+            covered = min(done * batch_size, acc.n_contexts)
+            expected = torch.zeros(acc.n_contexts, dtype=torch.int64)
+            expected[:covered] = 1
+            if not torch.equal(state["seen"], expected):
+                raise DamagedCheckpoint(
+                    f"its contexts seen do not match the {done} batches progress.json records"
+                )
+        except DamagedCheckpoint as exc:
+            aside = self.set_aside_checkpoint()
+            print(
+                f"geomlens: notice: the checkpoint in {self.checkpoint_dir} is damaged ({exc}); "
+                f"it is set aside as {aside} and the capture starts again from the first batch.",
+                file=sys.stderr,
+                flush=True,
+            )
+            return 0
+        acc.load_state_dict(state)
+        return done
+
+    def set_aside_checkpoint(self) -> Path:
+        """Rename the checkpoint folder out of the way (kept for inspection); its new path."""
+        n = 1
+        while (aside := self.path / f"checkpoint.damaged-{n}").exists():
+            n += 1
+        os.replace(self.checkpoint_dir, aside)
+        return aside
 
     def clear_checkpoint(self) -> None:
         shutil.rmtree(self.checkpoint_dir, ignore_errors=True)
@@ -162,12 +367,31 @@ class RunFolder:
         folder.mkdir(exist_ok=True)
         return save_atomic(state, folder / f"{name}.safetensors")
 
+    def load_stats(
+        self, name: str, spec: dict[str, tuple[tuple[int, ...], torch.dtype]], layers: list[int]
+    ) -> dict[str, torch.Tensor] | None:
+        """Finished statistics that fit ``spec`` and cover every context once (None: absent)."""
+        path = self.path / "stats" / f"{name}.safetensors"
+        if not path.exists():
+            return None
+        state = load_state(path)
+        why = check_state(state, spec, layers)
+        if why is None and not bool((state["seen"] == 1).all()):
+            why = "not every context is counted exactly once"
+        if why is not None:
+            raise damaged(path, f"it does not fit this run: {why}", RERUN)
+        return state
+
+    def read_metrics(self) -> dict[str, Any]:
+        """metrics.json ({} when absent), or one sentence when it is damaged."""
+        path = self.path / "metrics.json"
+        return read_json(path, dict, RERUN) if path.exists() else {}
+
     def merge_metrics(self, section: str, values: Any) -> None:
         """Set one section of metrics.json, keeping the others."""
-        path = self.path / "metrics.json"
-        metrics = json.loads(path.read_text()) if path.exists() else {}
+        metrics = self.read_metrics()
         metrics[section] = values
-        write_json(path, metrics)
+        write_json(self.path / "metrics.json", metrics)
 
 
 @dataclass
@@ -178,7 +402,10 @@ class Run:
 
     @cached_property
     def manifest(self) -> dict[str, Any]:
-        return json.loads((self.path / "manifest.json").read_text())
+        manifest = RunFolder(self.path).read_manifest()
+        if manifest is None:
+            raise GeomlensError(f"{self.path} holds no geomlens run (no manifest.json).")
+        return manifest
 
     @property
     def config(self) -> dict[str, Any]:
@@ -186,19 +413,29 @@ class Run:
 
     @cached_property
     def metrics(self) -> dict[str, Any]:
-        path = self.path / "metrics.json"
-        return json.loads(path.read_text()) if path.exists() else {}
+        return RunFolder(self.path).read_metrics()
 
     @cached_property
     def windows(self) -> dict[str, Any]:
-        return json.loads((self.path / "windows.json").read_text())
+        return read_windows(self.path / "windows.json")
 
     @cached_property
     def decomposition(self) -> DecompositionAccumulator:
         """The decomposition accumulator; ``.finalize(layer, skip_first)`` gives the stats."""
-        return DecompositionAccumulator.from_state_dict(
-            load_file(str(self.path / "stats" / "decomposition.safetensors"))
-        )
+        path = self.path / "stats" / "decomposition.safetensors"
+        state = load_state(path)
+        try:
+            n_l = len(state["layers"])
+            _, n_c, d = state["ctx_sum"].shape
+            spec = state_spec(
+                state["layers"].tolist(), n_c, state["pos_sum"].shape[1], d, "second" in state
+            )
+        except (KeyError, ValueError, IndexError, TypeError):
+            raise damaged(path, "it is not a decomposition state", RERUN) from None
+        why = check_state(state, spec) if n_l else "it covers no layer"
+        if why is not None:
+            raise damaged(path, why, RERUN)
+        return DecompositionAccumulator.from_state_dict(state)
 
     @property
     def activations(self) -> ActivationStore | None:
@@ -208,6 +445,20 @@ class Run:
             return ActivationStore(folder)
         location = self.manifest.get("activations")
         return ActivationStore(location) if location else None
+
+
+WINDOWS_KEYS = {"doc_ids": list, "labels": list, "label_names": list, "fingerprint": str}
+
+
+def read_windows(path: Path) -> dict[str, Any]:
+    """windows.json, checked for the fields a run needs."""
+    windows = read_json(path, dict, RERUN)
+    for key, kind in WINDOWS_KEYS.items():
+        if not isinstance(windows.get(key), kind):
+            raise damaged(path, f"its {key} is missing or of the wrong type", RERUN)
+    if len(windows["doc_ids"]) != len(windows["labels"]):
+        raise damaged(path, "it has not one label per document", RERUN)
+    return windows
 
 
 def open_run(path: str | Path) -> Run:

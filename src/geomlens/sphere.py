@@ -26,7 +26,8 @@ from geomlens.analyses import sphere as sph
 from geomlens.capture.capture import CaptureConfig
 from geomlens.capture.hooks import base_kwargs, hidden_states
 from geomlens.corpus import Windows, load_corpus
-from geomlens.errors import GeomlensError
+from geomlens.errors import GeomlensError, short_list
+from geomlens.models import load_model
 from geomlens.models.view import ModelView
 from geomlens.pipeline import run_command
 from geomlens.progress import Step, StepLines, quiet
@@ -161,9 +162,7 @@ def analyse_sphere(
         )
 
         step("logit lens and FFN sub-updates")
-        prompt_ids = view.tokenizer(prompt)["input_ids"]
-        if len(prompt_ids) < 2:
-            raise GeomlensError(f"--prompt {prompt!r} is under two tokens; give a longer one.")
+        prompt_ids = check_prompt(view, prompt)
         pid = torch.as_tensor([prompt_ids], dtype=torch.long)
         hidden = {k: v[0] for k, v in hidden_states(view, pid, range(view.n_layers + 1)).items()}
         traj = lens.trajectory(view, prompt_ids, hidden, tokens)
@@ -223,17 +222,37 @@ def analyse_sphere(
 
 
 def check_probe_layers(model: str, view: ModelView | None, layers: list[int] | None) -> None:
-    """Refuse probe layers out of range before any capture (when the depth is known)."""
+    """Refuse an empty list of probe layers, and layers out of range (when the depth is
+    known), before any capture; the message quotes at most a few layers."""
     from geomlens.models import BUNDLED
 
     if layers is None:
         return
+    if not layers:
+        raise GeomlensError(
+            "--probe-layers names no block (a range like 5-2 is empty); give a list like "
+            "0,4,8, a range like 0-6, or leave it out for the first, middle and last."
+        )
     n = view.n_layers if view is not None else getattr(BUNDLED.get(model), "n_layers", None)
-    if n is None:
-        return
-    bad = [x for x in layers if not 0 <= x < n]
+    bad = [x for x in layers if x < 0 or (n is not None and x >= n)]
     if bad:
-        raise GeomlensError(f"--probe-layers {bad} out of range: blocks are 0..{n - 1}.")
+        scope = f"blocks are 0..{n - 1}" if n is not None else "blocks count from 0"
+        raise GeomlensError(f"--probe-layers {short_list(bad)} out of range: {scope}.")
+
+
+def check_prompt(view: ModelView, prompt: str) -> list[int]:
+    """The prompt's token ids; refused when under two tokens or longer than the model's
+    positions (checked before the capture, not after it)."""
+    prompt_ids = list(view.tokenizer(prompt)["input_ids"])
+    shown = repr(prompt) if len(prompt) <= 40 else repr(prompt[:37] + "...")
+    if len(prompt_ids) < 2:
+        raise GeomlensError(f"--prompt {shown} is under two tokens; give a longer one.")
+    if view.n_ctx is not None and len(prompt_ids) > view.n_ctx:
+        raise GeomlensError(
+            f"--prompt {shown} has {len(prompt_ids)} tokens, more than {view.name} allows "
+            f"({view.n_ctx} positions); give a shorter prompt."
+        )
+    return prompt_ids
 
 
 def run_sphere(
@@ -258,6 +277,16 @@ def run_sphere(
     words = load_nouns(nouns)
     probe = None if layers is None else sorted({int(x) for x in layers})
     check_probe_layers(config.model, kwargs.get("view"), probe)
+    if kwargs.get("view") is None:  # the prompt and the layers are checked before the capture
+        config.validate()
+        kwargs["view"] = load_model(
+            config.model,
+            device=config.device,
+            dtype=config.dtype,
+            trust_remote_code=config.trust_remote_code,
+        )
+    check_probe_layers(config.model, kwargs["view"], probe)
+    check_prompt(kwargs["view"], prompt)
     options = {
         "nouns": None if nouns is None else str(nouns),
         "nouns_sha256": hashlib.sha256("\n".join(words).encode()).hexdigest(),

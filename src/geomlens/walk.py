@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import torch
-from safetensors.torch import save_file
 
 from geomlens.analyses.attention_parts import block_scores
 from geomlens.analyses.kernels import N_OFFSETS, KernelAccumulator, bias_kernels
@@ -33,8 +32,10 @@ from geomlens.analyses.walks import (
     walk_projection,
 )
 from geomlens.capture.capture import CaptureConfig
+from geomlens.capture.store import save_file_atomic as save_file
 from geomlens.corpus import Windows
 from geomlens.errors import GeomlensError
+from geomlens.files import write_text_atomic
 from geomlens.models import load_model
 from geomlens.models.view import ModelView
 from geomlens.pipeline import run_command
@@ -91,6 +92,20 @@ def encode_text(view: ModelView, text: str) -> tuple[torch.Tensor, npt.NDArray[n
     return ids, sections
 
 
+def check_generate(view: ModelView, n_tokens: int, generate: int) -> None:
+    """Refuse decoding walks that would run past the model's positions: the text's
+    ``n_tokens`` and all but the last generated token pass through the model."""
+    if generate <= 0 or view.n_ctx is None:
+        return
+    room = view.n_ctx - n_tokens + 1
+    if generate > room:
+        raise GeomlensError(
+            f"--generate {generate} runs past the {view.n_ctx} positions {view.name} allows "
+            f"(the walk text takes {n_tokens}); use --generate {max(room, 0)} or less, or a "
+            "shorter text."
+        )
+
+
 def token_labels(view: ModelView, ids: Any) -> list[str]:
     """One readable label per token id (whitespace escaped)."""
     out = []
@@ -140,8 +155,9 @@ def analyse_walk(  # type: ignore[no-untyped-def]
         out = folder.path
         fig_dir = out / "figures"
         ids, sections = encode_text(view, text)
+        check_generate(view, len(ids), generate)
         labels = token_labels(view, ids)
-        (out / "walk_text.txt").write_text(text, encoding="utf-8")
+        write_text_atomic(out / "walk_text.txt", text)
         space = TokenSpace.of(view)
 
         step("similarity maps")
@@ -313,7 +329,8 @@ def run_walk(
         raise GeomlensError(
             f"--generate needs a decoder-only model; {view.name} is an encoder (drop --generate)."
         )
-    encode_text(view, text)  # refuse a bad text before the capture
+    ids, _ = encode_text(view, text)  # refuse a bad text before the capture
+    check_generate(view, len(ids), generate)
     options = {
         "text_source": source,
         "text_sha256": hashlib.sha256(text.encode()).hexdigest(),

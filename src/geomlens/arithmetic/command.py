@@ -140,6 +140,13 @@ def run_arithmetic(
     """
     config.validate()
     folder = RunFolder(out)
+    with folder.hold():
+        return _run_locked(config, folder, progress, on_step)
+
+
+def _run_locked(
+    config: ArithmeticConfig, folder: RunFolder, progress: bool, on_step: StepHook | None
+) -> Run:
     full_config = {**config.to_dict(), "command": "arithmetic"}
     if folder.claim(full_config) == "complete":
         print(f"{folder.path} already holds this run; reusing it.", file=sys.stderr)

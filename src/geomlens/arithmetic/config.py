@@ -8,6 +8,7 @@ two CPU cores. Options given explicitly override the preset's values.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,8 +121,10 @@ class ArithmeticConfig:
             raise GeomlensError(
                 f"--d-model {self.d_model} is not a multiple of --heads {self.heads}."
             )
-        if not self.lr > 0:
-            raise GeomlensError(f"--lr must be positive (got {self.lr}).")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise GeomlensError(f"--lr must be a positive finite number (got {self.lr}).")
+        if not math.isfinite(self.weight_decay):
+            raise GeomlensError(f"weight decay must be a finite number (got {self.weight_decay}).")
         if self.warmup < 0 or self.weight_decay < 0:
             raise GeomlensError("warmup and weight decay cannot be negative.")
         if self.train_samples < 0:

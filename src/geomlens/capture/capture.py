@@ -16,7 +16,7 @@ from geomlens.capture.hooks import hidden_states
 from geomlens.capture.interrupt import stop_at_batch_boundary
 from geomlens.capture.store import write_shard
 from geomlens.corpus import Windows
-from geomlens.errors import GeomlensError
+from geomlens.errors import GeomlensError, short_list
 from geomlens.models.loading import resolve_dtype
 from geomlens.models.view import ModelView
 from geomlens.stats import CapturedBatch, DecompositionAccumulator, NonFiniteError
@@ -54,8 +54,15 @@ class CaptureConfig:
         del data["trust_remote_code"]  # how to load, not what is computed
         return data
 
+    def depth(self) -> int | None:
+        """The number of blocks of a bundled model (known before it loads), else None."""
+        from geomlens.models.bundled import BUNDLED
+
+        bundled = BUNDLED.get(self.model)
+        return None if bundled is None else int(bundled.n_layers)
+
     def validate(self) -> None:
-        """Plain-sentence errors for values no capture can use."""
+        """Plain-sentence errors for values no capture can use (before anything loads)."""
         if self.batch_size < 1:
             raise GeomlensError(f"--batch-size must be at least 1 (got {self.batch_size}).")
         if self.contexts < 1:
@@ -66,6 +73,9 @@ class CaptureConfig:
             raise GeomlensError(f"--seed must be 0 or more (got {self.seed}).")
         if self.offset < 0:
             raise GeomlensError(f"--offset must be 0 or more (got {self.offset}).")
+        check_layer_list(
+            "--layers", self.layers, self.depth(), "hidden-state layers 0..{n}", self.model
+        )
         resolve_dtype(self.dtype)
         try:
             device = torch.device(self.device)
@@ -79,15 +89,38 @@ class CaptureConfig:
             raise GeomlensError(f"--device {self.device!r} is not supported; use cpu or cuda.")
 
 
+def check_layer_list(
+    flag: str, layers: Sequence[int] | None, n: int | None, what: str, name: str | None = None
+) -> None:
+    """Refuse an empty list of layers, and (when the depth ``n`` is known) layers outside
+    ``0..n``; ``what`` names the valid range, formatted with ``n``. The message quotes at
+    most a few of the layers, however many were given.
+
+    Raises:
+        GeomlensError: for an empty list or layers out of range.
+    """
+    if layers is None:
+        return
+    if len(layers) == 0:
+        raise GeomlensError(
+            f"{flag} names no layer (a range like 5-2 is empty); give a list like 0,4,8, a "
+            "range like 0-6, or leave it out for the default."
+        )
+    bad = sorted({int(x) for x in layers if x < 0 or (n is not None and x > n)})
+    if bad:
+        if n is None:
+            raise GeomlensError(f"{flag} {short_list(bad)} out of range: layers count from 0.")
+        model = name if name is not None else "the model"
+        raise GeomlensError(
+            f"{flag} {short_list(bad)} out of range: {model} has {what.format(n=n)}."
+        )
+
+
 def resolve_layers(view: ModelView, layers: Sequence[int] | None) -> list[int]:
     """The hidden-state layers to capture (default: all, 0 = embedding output)."""
     if layers is None:
         return list(range(view.n_layers + 1))
-    bad = [layer for layer in layers if not 0 <= layer <= view.n_layers]
-    if bad:
-        raise GeomlensError(
-            f"--layers {bad} out of range: {view.name} has hidden-state layers 0..{view.n_layers}."
-        )
+    check_layer_list("--layers", layers, view.n_layers, "hidden-state layers 0..{n}", view.name)
     return sorted(set(layers))
 
 
@@ -122,11 +155,7 @@ def capture_windows(
     acc = DecompositionAccumulator(
         layers, n_c, n_t, view.d_model, config.second_moment, device=view.device
     )
-    start = 0
-    saved = folder.load_checkpoint()
-    if saved is not None:
-        acc.load_state_dict(saved[0])
-        start = saved[1]
+    start = folder.resume_into(acc, b)
     n_batches = math.ceil(n_c / b)
     input_ids = torch.from_numpy(np.array(windows.input_ids, dtype=np.int64))
     labels = torch.from_numpy(np.array(windows.labels, dtype=np.int64))

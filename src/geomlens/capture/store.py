@@ -65,6 +65,11 @@ def save_atomic(tensors: dict[str, torch.Tensor], path: Path) -> Path:
     return path
 
 
+def save_file_atomic(tensors: dict[str, torch.Tensor], filename: str | Path) -> None:
+    """``safetensors.torch.save_file``, written atomically (see ``save_atomic``)."""
+    save_atomic(tensors, Path(filename))
+
+
 def shard_path(folder: Path, batch: int) -> Path:
     return folder / f"shard_{batch:05d}.safetensors"
 

@@ -34,7 +34,9 @@ from geomlens.concepts.sweep import HEADLINE, ranked, read_grid, run_schemes, ta
 from geomlens.concepts.sweep import table_markdown as sweep_markdown
 from geomlens.concepts.tasks import Task, load_task
 from geomlens.errors import GeomlensError
+from geomlens.files import write_text_atomic
 from geomlens.models import load_model
+from geomlens.models.loading import resolve_folder
 from geomlens.models.view import ModelView
 from geomlens.runfolder import (
     Run,
@@ -166,9 +168,7 @@ def write_predictions(
             "no_context_scores": [rnd(x) for x in n.loglik],
         }
         lines.append(json.dumps(record, sort_keys=True))
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("\n".join(lines) + "\n")
-    tmp.replace(path)
+    write_text_atomic(path, "\n".join(lines) + "\n")
 
 
 def read_predictions(
@@ -216,6 +216,20 @@ def run_concepts(
     items = task.take(config.limit)
     schemes = scheme_list(config)
     folder = RunFolder(out)
+    with folder.hold():
+        return _run_locked(config, folder, task, items, schemes, view, progress, figures)
+
+
+def _run_locked(
+    config: ConceptsConfig,
+    folder: RunFolder,
+    task: Task,
+    items: Sequence[Any],
+    schemes: list[Scheme],
+    view: ModelView | None,
+    progress: bool,
+    figures: bool,
+) -> Run:
     full = {
         "command": "concepts",
         "model": config.model,
@@ -232,12 +246,20 @@ def run_concepts(
         "schemes": [s.key for s in schemes],
     }
     state = folder.claim(full)
-    if state == "complete":
-        print(f"{folder.path} already holds this run; reusing it.", file=sys.stderr)
-        return open_run(folder.path)
+    previous = folder.read_manifest()
+    if state == "complete" and previous is not None:
+        source = view.source if view is not None else str(resolve_folder(config.model))
+        folder.check_identity(previous, {"model": model_fingerprint(source)}, finished=True)
+        if "concepts" in folder.read_metrics():
+            print(f"{folder.path} already holds this run; reusing it.", file=sys.stderr)
+            return open_run(folder.path)
     started = time.time()
     if view is None:
         view = load_model(config.model, device=config.device, dtype=config.dtype)
+    if previous is not None:
+        folder.check_identity(
+            previous, {"model": model_fingerprint(view.source)}, finished=state == "complete"
+        )
     check_decoder(view)
     prepared = prepare(view, task, items, config.shots, config.seed)
     manifest: dict[str, Any] = {
@@ -295,9 +317,9 @@ def run_concepts(
     timing["schemes_seconds"] = time.time() - t0
     base = baseline_section(prepared, baseline, no_context, config.seed)
     order = ranked(results)
-    (folder.path / "sweep_table.md").write_text(sweep_markdown(order))
-    (folder.path / "sweep_table.csv").write_text(table_csv(order))
-    (folder.path / "top10.md").write_text(sweep_markdown(order, top=10))
+    write_text_atomic(folder.path / "sweep_table.md", sweep_markdown(order))
+    write_text_atomic(folder.path / "sweep_table.csv", table_csv(order))
+    write_text_atomic(folder.path / "top10.md", sweep_markdown(order, top=10))
     folder.merge_metrics(
         "concepts",
         {

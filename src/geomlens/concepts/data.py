@@ -9,7 +9,6 @@ nothing is installed or built beyond pip's metadata step), and only the chosen t
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import tarfile
@@ -19,6 +18,7 @@ from pathlib import Path
 
 from geomlens.concepts.tasks import data_dir
 from geomlens.errors import GeomlensError
+from geomlens.jsontext import JSONTextError, loads
 
 VERSION = "1.0.0"
 TASKS = (
@@ -28,6 +28,8 @@ TASKS = (
     "timedial",
     "abstract_narrative_understanding/4_distractors",
 )
+MAX_TASK_BYTES = 256 * 2**20
+"""Largest task.json read out of the archive (BIG-bench's largest is a few tens of MB)."""
 
 
 def default_out() -> Path:
@@ -81,10 +83,16 @@ def extract_tasks(archive: Path, out: Path, tasks: Sequence[str] = TASKS) -> dic
                 task = task_of_member(member.name)
                 if task not in wanted or not member.isfile() or task in written:
                     continue
+                if member.size > MAX_TASK_BYTES:
+                    raise GeomlensError(
+                        f"{member.name} in {archive} is {member.size:,} bytes, more than a task "
+                        f"file can be ({MAX_TASK_BYTES:,}); the archive is not BIG-bench's."
+                    )
                 handle = tar.extractfile(member)
                 if handle is None:
                     continue
                 data = handle.read()
+                task_examples(data, f"{member.name} in {archive}")
                 target = out / task / "task.json"
                 target.parent.mkdir(parents=True, exist_ok=True)
                 tmp = target.with_suffix(".tmp")
@@ -99,13 +107,37 @@ def extract_tasks(archive: Path, out: Path, tasks: Sequence[str] = TASKS) -> dic
     return written
 
 
+def task_examples(data: bytes, where: str) -> list[dict[str, object]]:
+    """The examples of a BIG-bench task.json (those that are objects); one sentence naming
+    ``where`` when the bytes are not a JSON object (not UTF-8, not JSON, nested too deeply,
+    an integer of too many digits, a non-finite number)."""
+    try:
+        parsed = loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise GeomlensError(f"{where} is not UTF-8 text; the archive is not BIG-bench's.") from None
+    except JSONTextError as exc:
+        raise GeomlensError(
+            f"{where} is not valid JSON ({exc.reason}); the archive is not BIG-bench's."
+        ) from None
+    if not isinstance(parsed, dict):
+        raise GeomlensError(f"{where} is not a JSON object; the archive is not BIG-bench's.")
+    examples = parsed.get("examples")
+    return [e for e in examples if isinstance(e, dict)] if isinstance(examples, list) else []
+
+
 def notice_text(written: dict[str, Path], version: str = VERSION) -> str:
     """NOTICE.md: provenance, licence and a table of the tasks written."""
     rows = []
     for task, path in sorted(written.items()):
-        examples = json.loads(path.read_text(encoding="utf-8")).get("examples", [])
-        options = sorted({len(e.get("target_scores", {})) for e in examples})
-        span = f"{options[0]}-{options[-1]}" if len(options) > 1 else str(options[0])
+        examples = task_examples(path.read_bytes(), str(path))
+        options = sorted(
+            {len(s) if isinstance(s := e.get("target_scores"), dict) else 0 for e in examples}
+        )
+        span = (
+            f"{options[0]}-{options[-1]}"
+            if len(options) > 1
+            else (str(options[0]) if options else "-")
+        )
         rows.append(f"| {task} | {len(examples):,} | {span} |")
     return (
         "# BIG-bench multiple-choice tasks\n\n"

@@ -11,7 +11,7 @@ prompt is K solved examples of the same task followed by the query, joined by bl
 from __future__ import annotations
 
 import hashlib
-import json
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from geomlens.errors import GeomlensError
+from geomlens.jsontext import JSONTextError, bad_text, loads
 
 DATA_ENV = "GEOMLENS_DATA"
 FEWSHOT_DELIMITER = "\n\n"
@@ -77,37 +78,88 @@ def hellaswag_preprocess(text: str) -> str:
     return text.replace("  ", " ")
 
 
+def check_text(where: str, what: str, value: str) -> str:
+    """``value`` if it is text a tokenizer can take; a lone surrogate is refused."""
+    problem = bad_text(value)
+    if problem is not None:
+        raise GeomlensError(
+            f"{where} has {problem} in its {what}, which is not text; fix that item "
+            "(a surrogate pair must be written whole)."
+        )
+    return value
+
+
+def whole_label(label: Any, where: str) -> int:
+    """A HellaSwag label as an index: an integer, or text of one ("2"); 1.7 is refused,
+    not rounded."""
+    if isinstance(label, bool):
+        value: Any = None
+    elif isinstance(label, int):
+        value = label
+    elif isinstance(label, float) and math.isfinite(label) and label.is_integer():
+        value = int(label)
+    elif isinstance(label, str) and label.strip().lstrip("-").isdigit() and len(label) < 20:
+        value = int(label.strip())
+    else:
+        value = None
+    if value is None:
+        shown = repr(label) if len(repr(label)) <= 30 else repr(label)[:27] + "..."
+        raise GeomlensError(
+            f"{where} has label {shown}, which is not the index of an ending (0, 1, 2, ...)."
+        )
+    return int(value)
+
+
 def hellaswag_item(record: dict[str, Any], index: int, where: str) -> Item:
     try:
-        ctx = record["ctx_a"] + " " + record["ctx_b"].capitalize()
-        if "activity_label" in record:
-            ctx = record["activity_label"] + ": " + ctx
-        endings = [hellaswag_preprocess(e) for e in record["endings"]]
+        ctx_a, ctx_b, endings_raw = record["ctx_a"], record["ctx_b"], record["endings"]
         label = record["label"]
-    except (KeyError, TypeError, AttributeError):
+    except KeyError:
         raise GeomlensError(
             f"{where} is not a HellaSwag record (needs ctx_a, ctx_b, endings, label)."
         ) from None
+    activity = record.get("activity_label", "")
+    if not all(isinstance(v, str) for v in (ctx_a, ctx_b, activity)):
+        raise GeomlensError(f"{where} has a ctx_a, ctx_b or activity_label that is not text.")
+    if not isinstance(endings_raw, list) or not all(isinstance(e, str) for e in endings_raw):
+        raise GeomlensError(
+            f"{where} has endings that are not a list of texts (got "
+            f"{type(endings_raw).__name__}); give them as a JSON list of strings."
+        )
+    ctx = ctx_a + " " + ctx_b.capitalize()
+    if "activity_label" in record:
+        ctx = activity + ": " + ctx
+    check_text(where, "context", ctx)
+    endings = [hellaswag_preprocess(check_text(where, "endings", e)) for e in endings_raw]
     if label in ("", None):
         raise GeomlensError(f"{where} has no label; give a labelled split (train or validation).")
-    gold = int(label)
+    gold = whole_label(label, where)
     if not endings or not 0 <= gold < len(endings):
         raise GeomlensError(f"{where} has label {gold} outside its {len(endings)} endings.")
     return Item(index, hellaswag_preprocess(ctx), tuple(endings), gold)
 
 
 def bigbench_item(record: dict[str, Any], index: int, where: str) -> Item:
-    try:
-        query = record["input"]
-        scores = record["target_scores"]
-        choices = [str(c) for c in scores]
-        values = [float(scores[c]) for c in scores]
-    except (KeyError, TypeError, ValueError, AttributeError):
+    query = record.get("input")
+    scores = record.get("target_scores")
+    if not isinstance(scores, dict):
         raise GeomlensError(
-            f"{where} is not a BIG-bench multiple-choice example (needs input and target_scores)."
-        ) from None
-    if not isinstance(query, str) or len(choices) < 2:
+            f"{where} is not a BIG-bench multiple-choice example (needs input and target_scores "
+            "as an object of option: score)."
+        )
+    if not isinstance(query, str) or len(scores) < 2:
         raise GeomlensError(f"{where} needs a text input and at least two target_scores.")
+    check_text(where, "input", query)
+    choices = [check_text(where, "options", str(c)) for c in scores]
+    values = []
+    for choice, score in scores.items():
+        if isinstance(score, bool) or not isinstance(score, int | float):
+            raise GeomlensError(f"{where} has a score for {choice[:40]!r} that is not a number.")
+        if not math.isfinite(score):
+            raise GeomlensError(
+                f"{where} has the score {score} for {choice[:40]!r}; scores must be finite numbers."
+            )
+        values.append(float(score))
     best = max(values)
     if best <= 0 or values.count(best) != 1:
         raise GeomlensError(f"{where} needs exactly one best option in target_scores.")
@@ -150,18 +202,19 @@ def read_task(path: str | Path, name: str | None = None) -> Task:
     records: list[tuple[Any, str]] = []
     file_name: str | None = None
     if path.suffix == ".jsonl":
-        for n, line in enumerate(text.splitlines(), 1):
+        # Split on "\n" only: str.splitlines would also break at U+2028 inside JSON strings.
+        for n, line in enumerate(text.split("\n"), 1):
             if not line.strip():
                 continue
             try:
-                records.append((json.loads(line), f"{path} line {n}"))
-            except json.JSONDecodeError:
-                raise GeomlensError(f"{path} line {n} is not valid JSON.") from None
+                records.append((loads(line), f"{path} line {n}"))
+            except JSONTextError as exc:
+                raise GeomlensError(f"{path} line {n} is not valid JSON ({exc.reason}).") from None
     else:
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise GeomlensError(f"task file {path} is not valid JSON ({exc.msg}).") from None
+            data = loads(text)
+        except JSONTextError as exc:
+            raise GeomlensError(f"task file {path} is not valid JSON ({exc.reason}).") from None
         if not isinstance(data, dict) or not isinstance(data.get("examples"), list):
             raise GeomlensError(f"{path} is not a BIG-bench task (no list of 'examples').")
         file_name = data.get("name") if isinstance(data.get("name"), str) else None

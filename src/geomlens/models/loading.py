@@ -247,6 +247,216 @@ def check_safetensors(folder: Path) -> None:
         )
 
 
+SIZE_FIELDS = (
+    "vocab_size",
+    "hidden_size",
+    "n_embd",
+    "d_model",
+    "num_hidden_layers",
+    "n_layer",
+    "num_layers",
+    "num_attention_heads",
+    "n_head",
+    "num_heads",
+    "num_key_value_heads",
+    "num_kv_heads",
+    "head_dim",
+    "d_kv",
+    "intermediate_size",
+    "n_inner",
+    "d_ff",
+    "ffn_dim",
+    "max_position_embeddings",
+    "n_positions",
+)
+"""Sizes in a config.json that must be whole numbers of at least 1 where given (None is
+"derive it"): Hugging Face divides by them or builds tensors of them, and crashes later."""
+
+KEYS_SHOWN = 3
+"""How many weight names a loading error quotes."""
+
+
+def some_keys(keys: Any, n: int = KEYS_SHOWN) -> str:
+    """The first ``n`` names, each cut to 80 characters, then how many more (one short phrase)."""
+    names = sorted(str(k) for k in keys)
+    shown = [k if len(k) <= 80 else k[:77] + "..." for k in names[:n]]
+    more = f" and {len(names) - n} more" if len(names) > n else ""
+    return ", ".join(shown) + more
+
+
+def check_config_sizes(folder: Path) -> None:
+    """Refuse sizes no model can have (zero heads, negative widths) before Hugging Face
+    reads the config: it divides by some of them while reading and crashes on others later.
+
+    Raises:
+        GeomlensError: naming the field and its value.
+    """
+    try:
+        raw = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return  # check_no_code has reported an unreadable config already
+    if not isinstance(raw, dict):
+        raise GeomlensError(
+            f"{folder / 'config.json'} is not a JSON object; replace it with the model's own "
+            "config.json."
+        )
+    parts = [("", raw)] + [
+        (f"{key}.", raw[key])
+        for key in ("text_config", "decoder", "encoder")
+        if isinstance(raw.get(key), dict)
+    ]
+    for prefix, section in parts:
+        for field in SIZE_FIELDS:
+            value = section.get(field)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+                raise GeomlensError(
+                    f"{folder / 'config.json'} has {prefix}{field} = {shown}, which no model can "
+                    "have (it must be a whole number of at least 1); use the model's own "
+                    "config.json."
+                )
+
+
+def check_config_shape(folder: Path, config: Any) -> None:
+    """Refuse head counts that do not divide the model (what crashes a forward pass later).
+
+    Raises:
+        GeomlensError: naming the sizes that do not fit.
+    """
+    sub = getattr(config, "text_config", None) or config
+    heads = getattr(sub, "num_attention_heads", None)
+    hidden = getattr(sub, "hidden_size", None)
+    kv = getattr(sub, "num_key_value_heads", None)
+    head_dim = getattr(sub, "head_dim", None) or getattr(sub, "d_kv", None)
+    if not isinstance(heads, int) or heads < 1:
+        return
+    where = folder / "config.json"
+    if head_dim is None and isinstance(hidden, int) and hidden % heads:
+        raise GeomlensError(
+            f"{where} has a hidden size of {hidden}, which {heads} attention heads do not "
+            "divide; use the model's own config.json."
+        )
+    if isinstance(kv, int) and kv >= 1 and heads % kv:
+        raise GeomlensError(
+            f"{where} has {heads} attention heads, which {kv} key/value heads do not divide; "
+            "use the model's own config.json."
+        )
+
+
+def embedding_rows(model: Any) -> int | None:
+    """Rows of the model's input embedding (None when it has no single embedding matrix)."""
+    try:
+        weight = model.get_input_embeddings().weight
+    except (AttributeError, NotImplementedError):
+        return None
+    return int(weight.shape[0])
+
+
+UNUSED_MODULES = ("pooler.",)
+"""Modules of a base model no hidden state passes through (BERT's pooler reads [CLS] for
+classification): checkpoints trained as masked LMs lack them, and geomlens never runs them."""
+
+
+def check_weights(folder: Path, model: Any, info: dict[str, Any]) -> None:
+    """Refuse a model whose files did not fill it: a weight missing, of another shape, or
+    weights the config has no place for inside the model's own modules.
+
+    Keys Hugging Face itself accepts as absent (tied weights, non-persistent buffers, the
+    model's own ignore lists) are already dropped from ``info``; weights of heads this
+    model does not have (``cls.*`` of a masked-LM checkpoint loaded as a base model) are
+    not in its modules and are ignored, and so is a missing pooler (``UNUSED_MODULES``).
+
+    Raises:
+        GeomlensError: naming the first few keys.
+    """
+    missing = {k for k in info.get("missing_keys") or () if not k.startswith(UNUSED_MODULES)}
+    mismatched = sorted(info.get("mismatched_keys") or (), key=lambda m: str(m[0]))
+    tied = set(getattr(model, "all_tied_weights_keys", None) or {})
+    expected = [k for k in model.state_dict() if k not in tied]
+    if expected and all(k in missing for k in expected):
+        raise GeomlensError(
+            f"the .safetensors files in {folder} hold none of the {len(expected)} weights its "
+            f"config.json describes (missing {some_keys(missing)}); they belong to another "
+            "model: put the model's own weights and config.json together."
+        )
+    unexpected = set(info.get("unexpected_keys") or ())
+    if missing and unexpected:
+        kind = getattr(model.config, "model_type", None) or type(model).__name__
+        raise GeomlensError(
+            f"the weights in {folder} do not fit its config.json (a {kind} model): "
+            f"{len(missing)} of its {len(expected)} tensors are missing ({some_keys(missing)}) "
+            f"and the files hold {len(unexpected)} others ({some_keys(unexpected)}); the config "
+            "and the weights are of different models: use the config.json that came with them."
+        )
+    if missing:
+        raise GeomlensError(
+            f"the weights in {folder} lack {len(missing)} of the {len(expected)} tensors its "
+            f"config.json describes ({some_keys(missing)}); geomlens does not fill them with "
+            "random values: copy or convert the model again."
+        )
+    if mismatched:
+        key, found, wanted = mismatched[0]
+        more = f" (and {len(mismatched) - 1} more)" if len(mismatched) > 1 else ""
+        raise GeomlensError(
+            f"the weights in {folder} do not match its config.json: {some_keys([key], 1)} has "
+            f"shape {list(found)} in the files but {list(wanted)} in the config{more}; use the "
+            "config.json that came with these weights."
+        )
+    modules = {name for name, _ in model.named_modules() if name}
+    foreign = [
+        key
+        for key in unexpected
+        if any(".".join(key.split(".")[:i]) in modules for i in range(1, key.count(".") + 1))
+    ]
+    if foreign:
+        raise GeomlensError(
+            f"the weights in {folder} hold {len(foreign)} tensors its config.json has no place "
+            f"for ({some_keys(foreign)}); the config describes a different model than the "
+            "weights: use the config.json that came with them."
+        )
+
+
+TOKENIZER_PROBE = "the cat sat on the mat and the dog ran to the old house by the river"
+"""Ordinary words every real tokenizer splits into several distinct ids."""
+
+
+def check_tokenizer(folder: Path, tokenizer: Any, rows: int | None) -> None:
+    """Refuse a tokenizer that is empty, maps ordinary words to one id, or has ids beyond
+    the model's embedding rows (the embedding does not cover it).
+
+    Raises:
+        GeomlensError: saying which, with the numbers.
+    """
+    advice = "put the model's own tokenizer files (tokenizer.json or its vocabulary) in the folder"
+    try:
+        ids = list(tokenizer(TOKENIZER_PROBE, add_special_tokens=False)["input_ids"])
+        vocab = tokenizer.get_vocab()
+    except Exception as exc:  # a broken tokenizer fails in its own ways
+        raise GeomlensError(
+            f"the tokenizer in {folder} cannot encode text ({type(exc).__name__}: "
+            f"{str(exc)[:120]}); {advice}."
+        ) from None
+    if not ids or not vocab:
+        raise GeomlensError(
+            f"the tokenizer in {folder} is empty (it turns ordinary words into no tokens); "
+            f"{advice}."
+        )
+    if len(set(ids)) == 1:
+        raise GeomlensError(
+            f"the tokenizer in {folder} maps ordinary words all to one id ({ids[0]}); its "
+            f"vocabulary is missing or of another model: {advice}."
+        )
+    top = max(max(vocab.values()), max(ids))
+    if rows is not None and top >= rows:
+        raise GeomlensError(
+            f"the tokenizer in {folder} has ids up to {top}, but the model's embedding has "
+            f"only {rows} rows, so it does not cover the tokenizer; {advice}, or the weights "
+            "of the model this tokenizer belongs to."
+        )
+
+
 def load_folder(
     folder: Path,
     name: str,
@@ -256,35 +466,27 @@ def load_folder(
     attention: str,
     trust_remote_code: bool = False,
 ) -> ModelView:
-    """Load an HF folder through its family mapping (options are checked before weights load)."""
+    """Load an HF folder through its family mapping, whole or not at all.
+
+    Options, the config's sizes and the tokenizer are checked before the weights load; a
+    weight missing from the files, of another shape, or left over from a different config
+    is refused rather than filled with random values.
+    """
     from transformers import AutoConfig, AutoTokenizer
 
     check_no_code(folder, trust_remote_code)
+    check_config_sizes(folder)
     # Hugging Face sees trust_remote_code only when the user asked for it.
     remote: dict[str, Any] = {"trust_remote_code": trust_remote_code} if trust_remote_code else {}
     try:
         config = AutoConfig.from_pretrained(folder, local_files_only=True, **remote)
     except Exception as exc:
-        raise GeomlensError(f"could not read the model config in {folder}: {exc}") from None
+        text = " ".join(str(exc).split())
+        text = text if len(text) <= 300 else text[:297] + "..."
+        raise GeomlensError(f"could not read the model config in {folder}: {text}") from None
     family = family_for(config)  # unhandled options are reported before missing weights
+    check_config_shape(folder, config)
     check_safetensors(folder)
-    loader = auto_class(family.auto_class)
-    try:
-        model = loader.from_pretrained(
-            folder,
-            dtype=dtype,
-            attn_implementation=attention_for(loader, config, attention),
-            local_files_only=True,
-            use_safetensors=True,
-            **remote,
-        )
-    except (SafetensorError, OSError, ValueError) as exc:
-        raise GeomlensError(
-            f"could not load the weights in {folder} ({exc}); the files may be truncated or "
-            "corrupt: copy or convert the model again."
-        ) from None
-    model.eval().requires_grad_(False)
-    model.to(device)
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, **remote)
     except (OSError, ValueError) as exc:
@@ -292,6 +494,31 @@ def load_folder(
             f"could not load the tokenizer in {folder} ({exc}); the folder needs the model's "
             "tokenizer files."
         ) from None
+    vocab_size = getattr(getattr(config, "text_config", None) or config, "vocab_size", None)
+    check_tokenizer(folder, tokenizer, vocab_size if isinstance(vocab_size, int) else None)
+    loader = auto_class(family.auto_class)
+    try:
+        model, info = loader.from_pretrained(
+            folder,
+            dtype=dtype,
+            attn_implementation=attention_for(loader, config, attention),
+            local_files_only=True,
+            use_safetensors=True,
+            output_loading_info=True,
+            ignore_mismatched_sizes=True,  # reported below, in one sentence
+            **remote,
+        )
+    except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
+        text = " ".join(str(exc).split())
+        text = text if len(text) <= 300 else text[:297] + "..."
+        raise GeomlensError(
+            f"could not load the weights in {folder} ({text}); the files may be truncated or "
+            "corrupt: copy or convert the model again."
+        ) from None
+    check_weights(folder, model, info)
+    check_tokenizer(folder, tokenizer, embedding_rows(model))
+    model.eval().requires_grad_(False)
+    model.to(device)
     return family.build(model, tokenizer, name, str(folder))
 
 

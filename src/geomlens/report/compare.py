@@ -10,7 +10,7 @@ and with the variance shares beside them. Reads the "decomposition" section of e
 from __future__ import annotations
 
 import csv
-import os
+import re
 import statistics
 from pathlib import Path
 from typing import Any
@@ -18,11 +18,12 @@ from typing import Any
 import plotly.offline
 
 from geomlens.errors import GeomlensError
+from geomlens.files import damaged, replacing, write_text_atomic
 from geomlens.report import interactive as plots
 from geomlens.report.claims import skip_first_layers
 from geomlens.report.html import escape, plot, section, table
 from geomlens.report.page import LOADER, STYLE
-from geomlens.runfolder import Run, open_run
+from geomlens.runfolder import RERUN, Run, open_run
 
 COLUMNS = ("share_pos", "share_ctx", "rel_norm_pos", "pos_rank", "pos_explained", "pos_low_freq")
 
@@ -33,6 +34,21 @@ def label(run: Run) -> str:
     return f"{model} ({run.path.name})"
 
 
+def check_decomposition(run: Run) -> None:
+    """The decomposition section of a run's metrics.json has the shape compare reads."""
+    if "decomposition" not in run.metrics:
+        return
+    try:
+        rows = skip_first_layers(run.metrics)
+        ok = all(isinstance(r, dict) and isinstance(r.get("layer"), int) for r in rows)
+    except (AttributeError, TypeError):
+        ok = False
+    if not ok:
+        raise damaged(
+            run.path / "metrics.json", "its decomposition section is not a list of layers", RERUN
+        )
+
+
 def load_runs(paths: list[str | Path]) -> list[Run]:
     """Open each run; refuse one without a decomposition, naming it."""
     if len(paths) < 1:
@@ -40,6 +56,7 @@ def load_runs(paths: list[str | Path]) -> list[Run]:
     runs = []
     for p in paths:
         run = open_run(p)
+        check_decomposition(run)
         if not skip_first_layers(run.metrics):
             raise GeomlensError(
                 f"{p} holds no position/context decomposition; give folders of "
@@ -73,6 +90,24 @@ def summary_rows(runs: list[Run]) -> list[list[Any]]:
     return rows
 
 
+FORMULA_STARTS = ("=", "+", "-", "@")
+"""First characters that make a spreadsheet read a cell as a formula."""
+PLAIN_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+
+
+def spreadsheet_cell(value: Any) -> Any:
+    """``value`` as a CSV cell a spreadsheet shows as text: a text cell that starts like a
+    formula (``=``, ``+``, ``-``, ``@``) gets a leading single quote, as spreadsheets
+    expect; numbers, and text that is a plain number (``-0.5``), stay as they are."""
+    if (
+        isinstance(value, str)
+        and value.startswith(FORMULA_STARTS)
+        and not PLAIN_NUMBER.fullmatch(value)
+    ):
+        return "'" + value
+    return value
+
+
 def write_compare(paths: list[str | Path], out: str | Path) -> Path:
     """Write compare.html and compare.csv into ``out``; return the HTML path."""
     runs = load_runs(paths)
@@ -80,10 +115,10 @@ def write_compare(paths: list[str | Path], out: str | Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     long = long_rows(runs)
     header = ["run", "layer", "depth", *COLUMNS]
-    with open(out / "compare.csv", "w", newline="", encoding="utf-8") as f:
+    with replacing(out / "compare.csv") as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
-        writer.writerow(header)
-        writer.writerows(long)
+        writer.writerow([spreadsheet_cell(c) for c in header])
+        writer.writerows([spreadsheet_cell(c) for c in row] for row in long)
     figures = "".join(
         plot(depth_figure(runs, key), f"plot-{key}", f"{key} by relative depth")
         for key in ("share_pos", "rel_norm_pos", "pos_rank")
@@ -104,11 +139,7 @@ def write_compare(paths: list[str | Path], out: str | Path) -> Path:
         '<a href="#layers">Every layer</a></nav>'
         f"<main><h1>{escape(title)}</h1>{body}</main><script>{LOADER}</script></body></html>"
     )
-    target = out / "compare.html"
-    tmp = target.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(page, encoding="utf-8")
-    os.replace(tmp, target)
-    return target
+    return write_text_atomic(out / "compare.html", page)
 
 
 def depth_figure(runs: list[Run], key: str) -> dict[str, Any]:

@@ -9,12 +9,15 @@ from __future__ import annotations
 import multiprocessing as mp
 import warnings
 from collections.abc import Callable, Sequence
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import numpy as np
 import plotly.graph_objects as go
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+
+from geomlens.files import replacing, write_text_atomic
 
 DPI = 100  # PNG resolution: sharp enough to read, quick to render
 
@@ -60,14 +63,16 @@ def save(fig: Figure | go.Figure, path: str | Path, dpi: int = DPI) -> Path:
     if isinstance(fig, go.Figure):
         if path.suffix.lower() not in (".html", ".htm"):
             raise ValueError(f"plotly figures are saved as .html, not {path.suffix!r}")
-        fig.write_html(path, include_plotlyjs=True, full_html=True, div_id=f"fig-{path.stem}")
+        html = fig.to_html(include_plotlyjs=True, full_html=True, div_id=f"fig-{path.stem}")
+        write_text_atomic(path, html)
         # The figure's data and layout, for report.html to embed without a second plotly.js.
-        path.with_suffix(".plotly.json").write_text(fig.to_json(), encoding="utf-8")
+        write_text_atomic(path.with_suffix(".plotly.json"), fig.to_json())
     else:
         with warnings.catch_warnings():  # tokens in scripts the font lacks draw as boxes
             warnings.filterwarnings("ignore", message="Glyph .* missing from font")
             metadata = {"Software": None} if path.suffix == ".png" else None
-            fig.savefig(path, dpi=dpi, metadata=metadata)
+            with replacing(path) as tmp:
+                fig.savefig(tmp, dpi=dpi, metadata=metadata, format=path.suffix[1:] or None)
     return path
 
 
@@ -77,6 +82,18 @@ Figures = Sequence[tuple[Figure | go.Figure, str | Path]]
 def _save_each(figures: Figures) -> None:
     for fig, path in figures:
         save(fig, path)
+
+
+def _save_each_reporting(figures: Figures, conn: Connection) -> None:
+    """``_save_each`` in a child process: a failure is sent back to the parent."""
+    try:
+        _save_each(figures)
+    except OSError as exc:
+        conn.send(("os", exc.errno, exc.strerror, exc.filename))
+        raise SystemExit(1) from None
+    except Exception as exc:
+        conn.send(("other", type(exc).__name__, str(exc)[:400], None))
+        raise SystemExit(1) from None
 
 
 def save_in_background(figures: Figures) -> Callable[[], None]:
@@ -89,13 +106,23 @@ def save_in_background(figures: Figures) -> Callable[[], None]:
     if "fork" not in mp.get_all_start_methods() or not figures:
         _save_each(figures)
         return lambda: None
-    child = mp.get_context("fork").Process(target=_save_each, args=(list(figures),))
+    receive, send = mp.Pipe(duplex=False)
+    child = mp.get_context("fork").Process(target=_save_each_reporting, args=(list(figures), send))
     child.start()
+    send.close()
 
     def wait() -> None:
         child.join()
+        try:  # at the end of the pipe (nothing sent) poll is true and recv raises EOFError
+            failure = receive.recv() if receive.poll() else None
+        except EOFError:
+            failure = None
+        receive.close()
+        if failure is not None and failure[0] == "os":
+            raise OSError(failure[1], failure[2], failure[3])  # a full disk: the path named
         if child.exitcode != 0:
-            raise RuntimeError(f"writing figures failed (exit code {child.exitcode})")
+            detail = f": {failure[1]}: {failure[2]}" if failure else ""
+            raise RuntimeError(f"writing figures failed (exit code {child.exitcode}){detail}")
 
     return wait
 

@@ -8,12 +8,12 @@ interactive figures are drawn by the inlined plotly.js when scripts run.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import plotly.offline
 
+from geomlens.files import write_text_atomic
 from geomlens.report import interactive as plots
 from geomlens.report.claims import claims, skip_first_layers
 from geomlens.report.html import escape, image, number, plot, readings, section, table
@@ -502,8 +502,4 @@ def build_page(run: Run) -> str:
 def write_report(path: str | Path) -> Path:
     """Write ``report.html`` into a finished run folder (atomically) and return its path."""
     run = open_run(path)
-    out = run.path / "report.html"
-    tmp = out.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(build_page(run), encoding="utf-8")
-    os.replace(tmp, out)
-    return out
+    return write_text_atomic(run.path / "report.html", build_page(run))

@@ -67,6 +67,24 @@ class NonFiniteError(ValueError):
         self.layer = layer
 
 
+def state_spec(
+    layers: Sequence[int], n_contexts: int, length: int, d_model: int, second_moment: bool
+) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+    """Name, shape and dtype of every tensor of a decomposition accumulator's state."""
+    n_l, f64 = len(layers), torch.float64
+    spec: dict[str, tuple[tuple[int, ...], torch.dtype]] = {
+        "layers": ((n_l,), torch.int64),
+        "pos_sum": ((n_l, length, d_model), f64),
+        "ctx_sum": ((n_l, n_contexts, d_model), f64),
+        "first": ((n_l, n_contexts, d_model), f64),
+        "sumsq": ((n_l,), f64),
+        "seen": ((n_contexts,), torch.int64),
+    }
+    if second_moment:
+        spec["second"] = ((n_l, d_model, d_model), f64)
+    return spec
+
+
 class DecompositionAccumulator:
     """Per-layer sums for the decomposition over a fixed grid of C contexts x T positions.
 
@@ -163,6 +181,12 @@ class DecompositionAccumulator:
         if self.second is not None:
             state["second"] = self.second
         return {k: v.detach().cpu().contiguous() for k, v in state.items()}
+
+    def state_spec(self) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+        """Name, shape and dtype of every tensor of ``state_dict()`` (nothing is copied)."""
+        return state_spec(
+            self.layers, self.n_contexts, self.length, self.d_model, self.second is not None
+        )
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         if state["layers"].tolist() != self.layers:
