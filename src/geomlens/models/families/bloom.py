@@ -14,8 +14,7 @@ import torch
 from transformers.models.bloom.modeling_bloom import build_alibi_tensor
 
 from geomlens.models.families.base import AttentionSettings, Dims, Family, falsy
-from geomlens.models.families.common import bias_of, fused_heads
-from geomlens.models.view import MlpView, linear_in_out
+from geomlens.models.families.common import dense_mlp, fused_heads
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:
@@ -33,20 +32,6 @@ def alibi_settings(config: Any, dims: Dims, index: int, attention: Any) -> Atten
     return AttentionSettings(bias_fn=bias)
 
 
-def bloom_mlp(mlp: Any, config: Any, layer: Any = None) -> MlpView:
-    """``BloomGelu`` is ``x/2 (1 + tanh(0.79788456 x (1 + 0.044715 x^2)))``: "gelu_new"."""
-    up, down = mlp.dense_h_to_4h, mlp.dense_4h_to_h
-    return MlpView(
-        W_in=linear_in_out(up),
-        W_gate=None,
-        W_out=linear_in_out(down),
-        b_in=bias_of(up),
-        b_out=bias_of(down),
-        activation="gelu_new",
-        module=mlp,
-    )
-
-
 def not_tp_exact(config: Any) -> list[str]:
     """Megatron's sliced output projections (``slow_but_exact`` with ``pretraining_tp > 1``)."""
     if getattr(config, "slow_but_exact", False) and getattr(config, "pretraining_tp", 1) > 1:
@@ -61,7 +46,7 @@ BLOOM = Family(
     auto_class="causal-lm",
     options={"apply_residual_connection_post_layernorm": falsy},
     heads=fused_heads("query_key_value", "dense", "per-head"),
-    mlp_view=bloom_mlp,
+    mlp_view=dense_mlp("dense_h_to_4h", "dense_4h_to_h", activation="gelu_new"),
     base=("transformer",),
     embed="word_embeddings",
     embedding_norm="word_embeddings_layernorm",

@@ -113,7 +113,13 @@ def fused_heads(qkv: str, o: str, layout: str) -> Callable[[Any, Dims], HeadWeig
 
 
 def activation_of(config: Any) -> str:
-    for name in ("hidden_act", "hidden_activation", "activation_function", "dense_act_fn"):
+    for name in (
+        "hidden_act",
+        "hidden_activation",
+        "activation_function",
+        "dense_act_fn",
+        "activation",
+    ):
         value = getattr(config, name, None)
         if isinstance(value, str):
             return value
@@ -140,8 +146,11 @@ def gated_mlp(
     return mlp_view
 
 
-def dense_mlp(fc_in: str, fc_out: str, conv1d: bool = False) -> Callable[..., MlpView]:
-    """``act(x W_in + b_in) W_out + b_out``; ``conv1d``: GPT-2's weights already [in, out]."""
+def dense_mlp(
+    fc_in: str, fc_out: str, conv1d: bool = False, activation: str | None = None
+) -> Callable[..., MlpView]:
+    """``act(x W_in + b_in) W_out + b_out``; ``conv1d``: GPT-2's weights already [in, out];
+    ``activation``: a fixed activation name for configs that name none (BLOOM)."""
 
     def weight(m: Any) -> torch.Tensor:
         return m.weight.detach() if conv1d else linear_in_out(m)
@@ -154,7 +163,7 @@ def dense_mlp(fc_in: str, fc_out: str, conv1d: bool = False) -> Callable[..., Ml
             W_out=weight(o),
             b_in=bias_of(i),
             b_out=bias_of(o),
-            activation=activation_of(config),
+            activation=activation or activation_of(config),
             module=mlp,
         )
 

@@ -15,8 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from geomlens.models.families.base import Dims, Family, default_rope, falsy, standard_dims
-from geomlens.models.families.common import bias_of, fused_heads
-from geomlens.models.view import MlpView, linear_in_out
+from geomlens.models.families.common import dense_mlp, fused_heads
 
 
 def falcon_dims(config: Any) -> Dims:
@@ -46,19 +45,6 @@ def falcon_variant(config: Any) -> dict[str, Any]:
     )
 
 
-def falcon_mlp(mlp: Any, config: Any, layer: Any = None) -> MlpView:
-    up, down = mlp.dense_h_to_4h, mlp.dense_4h_to_h
-    return MlpView(
-        W_in=linear_in_out(up),
-        W_gate=None,
-        W_out=linear_in_out(down),
-        b_in=bias_of(up),
-        b_out=bias_of(down),
-        activation=config.activation,
-        module=mlp,
-    )
-
-
 def runnable(config: Any) -> list[str]:
     """Combinations Hugging Face's Falcon layer builds and runs consistently."""
     n_ln, new = config.num_ln_in_parallel_attn, config.new_decoder_architecture
@@ -78,7 +64,7 @@ FALCON = Family(
     features=("fused QKV", "multi-query", "GQA"),
     auto_class="causal-lm",
     options={"alibi": falsy, "rope_parameters": default_rope, "rope_scaling": default_rope},
-    mlp_view=falcon_mlp,
+    mlp_view=dense_mlp("dense_h_to_4h", "dense_4h_to_h"),
     base=("transformer",),
     embed="word_embeddings",
     layers="h",
