@@ -62,6 +62,14 @@ def default_rope(value: Any) -> str | None:
     return None if kind == "default" else "handled: rope_type 'default' (no rope scaling)"
 
 
+ROTARY_OPTIONS: dict[str, OptionCheck] = {
+    "rope_parameters": default_rope,
+    "rope_scaling": default_rope,
+    "attention_dropout": one_of(0.0, 0),
+}
+"""The options every Llama-like rotary family refuses: rope scaling, attention dropout."""
+
+
 @dataclass(frozen=True)
 class Dims:
     """Sizes read from a config (standard attribute names, which HF maps for every family)."""

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from geomlens.models.families.base import Dims
+from geomlens.models.families.base import AttentionSettings, Dims
 from geomlens.models.view import (
     HeadWeights,
     MlpView,
@@ -168,3 +168,13 @@ def dense_mlp(
         )
 
     return mlp_view
+
+
+def config_window(config: Any, dims: Dims, index: int, attention: Any) -> AttentionSettings:
+    """The config's one sliding window, in every layer (Mistral, Mixtral, Phi-3)."""
+    return AttentionSettings(window=getattr(config, "sliding_window", None))
+
+
+def module_window(config: Any, dims: Dims, index: int, attention: Any) -> AttentionSettings:
+    """The attention module's own sliding window (None on full-attention layers)."""
+    return AttentionSettings(window=attention.sliding_window)

@@ -7,7 +7,7 @@ head is tied; Gemma 2B has one K/V head (multi-query).
 
 from __future__ import annotations
 
-from geomlens.models.families.base import Family, default_rope, falsy, one_of
+from geomlens.models.families.base import ROTARY_OPTIONS, Family, falsy
 from geomlens.models.families.common import gated_mlp, separate_heads
 from geomlens.models.families.gemma3 import gemma_finish
 
@@ -17,9 +17,7 @@ GEMMA = Family(
     features=("GQA/multi-query", "embedding scale"),
     auto_class="causal-lm",
     options={
-        "rope_parameters": default_rope,
-        "rope_scaling": default_rope,
-        "attention_dropout": one_of(0.0, 0),
+        **ROTARY_OPTIONS,
         "use_bidirectional_attention": falsy,
     },
     heads=separate_heads(),

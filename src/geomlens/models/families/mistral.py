@@ -7,16 +7,11 @@ read by Hugging Face's Mistral, so neither is it here.
 
 from __future__ import annotations
 
-from typing import Any
-
-from geomlens.models.families.base import AttentionSettings, Dims, Family, default_rope, one_of
-from geomlens.models.families.common import gated_mlp, separate_heads
-
-
-def config_window(config: Any, dims: Dims, index: int, attention: Any) -> AttentionSettings:
-    """The config's one sliding window, in every layer (Mistral, Mixtral, Phi-3)."""
-    return AttentionSettings(window=getattr(config, "sliding_window", None))
-
+from geomlens.models.families.base import (
+    ROTARY_OPTIONS,
+    Family,
+)
+from geomlens.models.families.common import config_window, gated_mlp, separate_heads
 
 MISTRAL = Family(
     name="mistral",
@@ -24,9 +19,7 @@ MISTRAL = Family(
     features=("GQA", "sliding window"),
     auto_class="causal-lm",
     options={
-        "rope_parameters": default_rope,
-        "rope_scaling": default_rope,
-        "attention_dropout": one_of(0.0, 0),
+        **ROTARY_OPTIONS,
     },
     heads=separate_heads(),
     mlp_view=gated_mlp(),

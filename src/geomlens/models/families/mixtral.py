@@ -13,9 +13,8 @@ from typing import Any
 
 import torch
 
-from geomlens.models.families.base import Family, default_rope, one_of
-from geomlens.models.families.common import activation_of, separate_heads
-from geomlens.models.families.mistral import config_window
+from geomlens.models.families.base import ROTARY_OPTIONS, Family
+from geomlens.models.families.common import activation_of, config_window, separate_heads
 from geomlens.models.view import MlpView
 
 
@@ -65,9 +64,7 @@ MIXTRAL = Family(
     features=("GQA", "sliding window", "MoE (router + experts)"),
     auto_class="causal-lm",
     options={
-        "rope_parameters": default_rope,
-        "rope_scaling": default_rope,
-        "attention_dropout": one_of(0.0, 0),
+        **ROTARY_OPTIONS,
     },
     heads=separate_heads(),
     mlp_view=mixtral_moe,

@@ -13,7 +13,12 @@ from typing import Any
 
 import torch
 
-from geomlens.models.families.base import AttentionSettings, Dims, Family, default_rope, one_of
+from geomlens.models.families.base import (
+    ROTARY_OPTIONS,
+    AttentionSettings,
+    Dims,
+    Family,
+)
 from geomlens.models.families.common import gated_mlp, separate_heads
 
 
@@ -39,9 +44,7 @@ OLMO2 = Family(
     features=("GQA", "q/k norms over all heads"),
     auto_class="causal-lm",
     options={
-        "rope_parameters": default_rope,
-        "rope_scaling": default_rope,
-        "attention_dropout": one_of(0.0, 0),
+        **ROTARY_OPTIONS,
     },
     heads=separate_heads(),
     mlp_view=gated_mlp(),

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from geomlens.models.families.base import Family, default_rope, one_of
-from geomlens.models.families.common import activation_of, fused_heads
-from geomlens.models.families.mistral import config_window
+from geomlens.models.families.base import ROTARY_OPTIONS, Family
+from geomlens.models.families.common import activation_of, config_window, fused_heads
 from geomlens.models.view import MlpView, linear_in_out
 
 
@@ -37,9 +36,7 @@ PHI3 = Family(
     features=("fused QKV", "fused gate/up", "partial rotary", "sliding window"),
     auto_class="causal-lm",
     options={
-        "rope_parameters": default_rope,
-        "rope_scaling": default_rope,
-        "attention_dropout": one_of(0.0, 0),
+        **ROTARY_OPTIONS,
     },
     heads=fused_heads("qkv_proj", "o_proj", "contiguous"),
     mlp_view=phi3_mlp,

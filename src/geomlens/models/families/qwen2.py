@@ -7,17 +7,12 @@ each attention module carries its own window (None on full-attention layers).
 
 from __future__ import annotations
 
-from typing import Any
-
-from geomlens.models.families.base import AttentionSettings, Dims, Family, default_rope, one_of
-from geomlens.models.families.common import gated_mlp, separate_heads
+from geomlens.models.families.base import (
+    ROTARY_OPTIONS,
+    Family,
+)
+from geomlens.models.families.common import gated_mlp, module_window, separate_heads
 from geomlens.models.families.gemma3 import known_layer_types
-
-
-def module_window(config: Any, dims: Dims, index: int, attention: Any) -> AttentionSettings:
-    """The attention module's own sliding window (None on full-attention layers)."""
-    return AttentionSettings(window=attention.sliding_window)
-
 
 QWEN2 = Family(
     name="qwen2",
@@ -25,9 +20,7 @@ QWEN2 = Family(
     features=("GQA", "QKV biases", "sliding layers"),
     auto_class="causal-lm",
     options={
-        "rope_parameters": default_rope,
-        "rope_scaling": default_rope,
-        "attention_dropout": one_of(0.0, 0),
+        **ROTARY_OPTIONS,
         "layer_types": known_layer_types,
     },
     heads=separate_heads(),

@@ -9,7 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from geomlens.models.families.base import AttentionSettings, Dims, Family, default_rope, one_of
+from geomlens.models.families.base import (
+    ROTARY_OPTIONS,
+    AttentionSettings,
+    Dims,
+    Family,
+)
 from geomlens.models.families.common import gated_mlp, separate_heads
 from geomlens.models.families.gemma3 import known_layer_types
 
@@ -28,9 +33,7 @@ QWEN3 = Family(
     features=("GQA", "per-head q/k norms", "sliding layers"),
     auto_class="causal-lm",
     options={
-        "rope_parameters": default_rope,
-        "rope_scaling": default_rope,
-        "attention_dropout": one_of(0.0, 0),
+        **ROTARY_OPTIONS,
         "layer_types": known_layer_types,
     },
     heads=separate_heads(),
