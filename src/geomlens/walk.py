@@ -125,23 +125,22 @@ def _save_similarity(path: Path, ids: torch.Tensor, dot: Any, cos: Any) -> None:
 
 def kernels_and_refactor(
     view: ModelView, windows: Windows, n_windows: int, batch: int = KERNEL_BATCH
-) -> tuple[Any, Any, str | None]:
+) -> tuple[Any, Any]:
     """Empirical kernels and the refactoring check over the first ``n_windows`` windows.
 
     Returns:
-        (EmpiricalKernel, RefactorResult, why pre-softmax kernels are missing or None: the
-        view gives every family's scores, so it is None).
+        (EmpiricalKernel, RefactorResult); the pre-softmax kernels come from the view's
+        scores, which every family has.
     """
     ids = torch.tensor(windows.input_ids[: max(1, min(n_windows, windows.n_contexts))])
     kern = KernelAccumulator(view.n_layers, view.n_heads, causal=not view.is_encoder)
     refac = RefactorAccumulator(view)
-    missing: str | None = None
     for start in range(0, len(ids), batch):
         rec = record_attention(view, ids[start : start + batch])
         refac.update(rec)
         for l in range(view.n_layers):
             kern.update(l, rec.attn[l], block_scores(view, l, rec.block_in[l]))
-    return kern.finalize(), refac.finalize(), missing
+    return kern.finalize(), refac.finalize()
 
 
 def analyse_walk(  # type: ignore[no-untyped-def]
@@ -242,7 +241,7 @@ def analyse_walk(  # type: ignore[no-untyped-def]
             )
 
         step("position kernels and the refactoring check")
-        kernel, refactor, missing = kernels_and_refactor(view, windows, kernel_windows)
+        kernel, refactor = kernels_and_refactor(view, windows, kernel_windows)
         biases = bias_kernels(view)
         tensors = {
             "offsets": torch.from_numpy(kernel.offsets),
@@ -262,7 +261,6 @@ def analyse_walk(  # type: ignore[no-untyped-def]
 
         kernel_dict = kernel.to_dict()
         kernel_dict["windows_used"] = f"first {kernel.n_windows} of {windows.n_contexts}"
-        kernel_dict["logits_missing_reason"] = missing
         kernel_dict["position_bias"] = [k.to_dict() for k in biases]
         folder.merge_metrics(
             "walk",
