@@ -25,7 +25,7 @@ import pytest
 import torch
 import transformers
 
-from geomlens.analyses.attention_parts import real_logits, split_logits
+from geomlens.analyses.attention_parts import BIAS_PART, parts_of, real_logits, split_logits
 from geomlens.analyses.lens import lens_logits
 from geomlens.analyses.refactor import refactor_check
 from geomlens.capture.hooks import hidden_states
@@ -330,9 +330,9 @@ def test_logit_lens_at_the_last_layer_is_the_models_logits(view: ModelView) -> N
 
 
 def test_attention_parts_sum_to_the_scores(view: ModelView) -> None:
-    """The position/context split of every block's scores is exact, whatever the layout;
-    blocks whose scores are not bilinear in the input (q/k norms, soft-capping, a position
-    bias) are refused with one sentence."""
+    """The position/context split of every block's scores is exact, whatever the layout
+    (a position bias, ALiBi or T5's, is its own part); blocks whose scores are not bilinear
+    in the input (q/k norms, soft-capping) are refused with one sentence."""
     C = 4
     ids = torch.randint(2, VOCAB, (C, SEQ), generator=torch.Generator().manual_seed(4))
     L = view.n_layers
@@ -342,11 +342,13 @@ def test_attention_parts_sum_to_the_scores(view: ModelView) -> None:
     for block in view.blocks:
         stats = acc.finalize(block.index)
         a = block.attn
-        if not a.linear_qk or a.softcap is not None or a.bias_fn is not None:
+        if not a.linear_qk or a.softcap is not None:
             with pytest.raises(GeomlensError, match="cannot split"):
                 split_logits(view, block.index, hidden[block.index], stats)
             continue
         parts = split_logits(view, block.index, hidden[block.index], stats)
+        assert list(parts) == list(parts_of(block))
+        assert (BIAS_PART in parts) == (a.bias_fn is not None)
         total = sum(parts.values())
         real = real_logits(view, block.index, hidden[block.index])
         # the norm runs in float32 in real_logits, in float64 in the split

@@ -146,3 +146,45 @@ def test_induction_figures(copier: ModelView) -> None:
         fig.savefig(buf, format="png")
         assert buf.getvalue()[:4] == b"\x89PNG"
     assert np.isfinite(r.scores).all()
+
+
+def test_an_encoder_decoder_is_scored_on_its_decoder_self_attention() -> None:
+    """T5 with 2 encoder and 3 decoder blocks: one score row per decoder block, equal to
+    the mean induction attention of the decoder's own self-attention weights."""
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    from geomlens.models.families.t5 import T5
+
+    config = T5Config(
+        vocab_size=64,
+        d_model=32,
+        d_kv=8,
+        d_ff=48,
+        num_layers=2,
+        num_decoder_layers=3,
+        num_heads=4,
+        relative_attention_num_buckets=8,
+        relative_attention_max_distance=16,
+        dropout_rate=0.0,
+        decoder_start_token_id=0,
+        eos_token_id=1,
+    )
+    config._attn_implementation = "eager"
+    torch.manual_seed(3)
+    model = T5ForConditionalGeneration(config).eval()
+    view = T5.build(model, None, "tiny-t5", "memory")
+    n = 6
+    result = induction_heads(view, n=n, batch=2, seed=1)
+    assert result.scores.shape == (3, 4)
+    ids = repeated_tokens(view, n, 2, seed=1)
+    with torch.inference_mode():
+        out = model(
+            input_ids=torch.ones(2, 1, dtype=torch.long),
+            decoder_input_ids=ids,
+            output_attentions=True,
+        )
+    i = torch.arange(n, 2 * n)
+    expected = torch.stack(
+        [a[:, :, i, i - n + 1].double().mean((0, 2)) for a in out.decoder_attentions]
+    )
+    np.testing.assert_allclose(result.scores, expected.numpy(), atol=1e-6)

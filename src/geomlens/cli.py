@@ -371,6 +371,7 @@ def cmd_concepts(args: argparse.Namespace) -> int:
         device=args.device,
         dtype=args.dtype,
         batch_tokens=args.batch_tokens,
+        feed=args.feed,
     )
     out = args.out or default_out("concepts", args.model)
     run = run_concepts(config, out, progress=not args.quiet)
@@ -420,6 +421,13 @@ def add_concepts_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     p.add_argument("--batch-tokens", type=int, default=2048, help="padded tokens per forward")
+    p.add_argument(
+        "--feed",
+        default="encoder",
+        choices=["encoder", "decoder"],
+        help="encoder-decoders: test 1's vectors are the encoder's input (encoder, default) "
+        "or its output, through its final norm (decoder)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress output")
     p.add_argument("--out", default=None, help="run folder (default: runs/concepts-<model>)")
     p.set_defaults(func=cmd_concepts)

@@ -113,7 +113,7 @@ def induction(view: ModelView, seed: int, figures: list[tuple[Any, str]]) -> dic
 
     Appends its figures (with file names) to ``figures``.
     """
-    if view.is_encoder:
+    if view.kind == "encoder":
         return {"unsupported": f"{view.name} is an encoder: induction needs a causal model"}
     with eager_attention(view):
         result = induction_heads(view, seed=seed)

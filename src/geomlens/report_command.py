@@ -39,7 +39,7 @@ StageFactory = Callable[[Step], Stage]
 """Builds a stage that reports its steps to the given reporter."""
 
 WALK_GENERATE = 8
-"""Tokens generated in the report's decoding walks (decoders only)."""
+"""Tokens generated in the report's decoding walks (models that generate)."""
 
 CONCEPT_LIMIT = 40
 """Items of the multiple-choice task scored in the report (a small default slice)."""
@@ -52,6 +52,18 @@ STAGE_SECTIONS = {
     "concepts": ("concepts",),
 }
 """The metrics.json sections each stage writes: a stage is finished only with all of them."""
+
+
+SEQ2SEQ_STACKS = {
+    "decomposition": "encoder",
+    "attention": "encoder",
+    "induction": "decoder self-attention (the encoder reads one end-of-sequence token)",
+    "sphere": "encoder",
+    "walk": "encoder, then the decoder (walk.decoder) and its cross-attention",
+    "concepts": "the encoder reads the context (or its concept vectors); the decoder scores "
+    "each choice",
+}
+"""Which stack of an encoder-decoder each section's numbers come from (metrics "stacks")."""
 
 
 def finished_stages(folder: RunFolder, names: list[str]) -> list[str]:
@@ -90,6 +102,8 @@ def staged(stages: list[tuple[str, str, StageFactory]], progress: bool) -> Stage
         folder: RunFolder, view: ModelView, windows: Windows, acc: DecompositionAccumulator
     ) -> None:
         record = folder.path / "stages.json"
+        if view.is_seq2seq:
+            folder.merge_metrics("stacks", SEQ2SEQ_STACKS)
         done = finished_stages(folder, [name for name, _, _ in stages])
         for i, (name, title, factory) in enumerate(stages, start=1):
             prefix = f"[{i}/{len(stages)}] {title}"
@@ -116,7 +130,7 @@ def walk_stage(seed: int, generate: int, step: Step) -> Stage:
     def analyse(
         folder: RunFolder, view: ModelView, windows: Windows, acc: DecompositionAccumulator
     ) -> None:
-        n = 0 if view.is_encoder else generate
+        n = generate if view.generates else 0
         with eager_attention(view):
             walk = analyse_walk(default_text(), n, TOP_K, KERNEL_WINDOWS, seed, step)
             walk(folder, view, windows, acc)
@@ -249,7 +263,7 @@ def _report_locked(
             lambda step: walk_stage(config.seed, WALK_GENERATE, step),
         ),
     ]
-    if not view.is_encoder:
+    if view.generates:
         stages.append(
             (
                 "concepts",

@@ -6,6 +6,11 @@ similarity maps and the encoding walk; with ``generate`` the greedy and seeded s
 decoding walks; on the first ``kernel_windows`` corpus windows the empirical position
 kernels, the refactoring check and the per-head output norms (T5: also the learned bias
 kernels). Numbers go to ``metrics.json`` under "walk"; arrays to safetensors side files.
+
+Encoder-decoders: the main stack is the encoder (``"stack": "encoder"``); the decoder
+stack, read teacher-forced on the text, gets its own encoding walk, the decoding walks
+(its decoder generating from the start token) and the kernels of its self- and
+cross-attention, under ``"decoder"``.
 """
 
 from __future__ import annotations
@@ -20,12 +25,29 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from geomlens.analyses.attention_parts import block_scores
-from geomlens.analyses.kernels import N_OFFSETS, KernelAccumulator, bias_kernels
-from geomlens.analyses.refactor import RefactorAccumulator, record_attention
-from geomlens.analyses.similarity import layer_stack, similarity_maps
+from geomlens.analyses.attention_parts import block_scores, self_scores
+from geomlens.analyses.kernels import (
+    N_OFFSETS,
+    EmpiricalKernel,
+    KernelAccumulator,
+    bias_kernels,
+    cross_scores,
+)
+from geomlens.analyses.refactor import (
+    RefactorAccumulator,
+    RefactorResult,
+    record_attention,
+    record_seq2seq_attention,
+)
+from geomlens.analyses.similarity import (
+    decoder_inputs,
+    layer_stack,
+    sig,
+    similarity_maps,
+)
 from geomlens.analyses.walks import (
     DecodingWalk,
+    EncodingWalk,
     TokenSpace,
     decoding_walk,
     encoding_walk,
@@ -93,16 +115,25 @@ def encode_text(view: ModelView, text: str) -> tuple[torch.Tensor, npt.NDArray[n
 
 
 def check_generate(view: ModelView, n_tokens: int, generate: int) -> None:
-    """Refuse decoding walks that would run past the model's positions: the text's
-    ``n_tokens`` and all but the last generated token pass through the model."""
+    """Refuse decoding walks that would run past the model's positions.
+
+    A decoder-only model reads the text's ``n_tokens`` and all but the last generated
+    token; an encoder-decoder's decoder reads its start token and all but the last
+    generated token (the text goes to the encoder, which ``encode_text`` checks).
+    """
     if generate <= 0 or view.n_ctx is None:
         return
-    room = view.n_ctx - n_tokens + 1
+    room = view.n_ctx if view.is_seq2seq else view.n_ctx - n_tokens + 1
     if generate > room:
+        takes = (
+            "its decoder reads the start token and the generated tokens"
+            if view.is_seq2seq
+            else f"the walk text takes {n_tokens}"
+        )
+        shorter = "" if view.is_seq2seq else ", or a shorter text"
         raise GeomlensError(
             f"--generate {generate} runs past the {view.n_ctx} positions {view.name} allows "
-            f"(the walk text takes {n_tokens}); use --generate {max(room, 0)} or less, or a "
-            "shorter text."
+            f"({takes}); use --generate {max(room, 0)} or less{shorter}."
         )
 
 
@@ -123,16 +154,22 @@ def _save_similarity(path: Path, ids: torch.Tensor, dot: Any, cos: Any) -> None:
     save_file(tensors, str(path))
 
 
+def _kernel_ids(windows: Windows, n_windows: int) -> torch.Tensor:
+    """[B, T] the first ``n_windows`` corpus windows (at least one)."""
+    return torch.tensor(windows.input_ids[: max(1, min(n_windows, windows.n_contexts))])
+
+
 def kernels_and_refactor(
     view: ModelView, windows: Windows, n_windows: int, batch: int = KERNEL_BATCH
-) -> tuple[Any, Any]:
-    """Empirical kernels and the refactoring check over the first ``n_windows`` windows.
+) -> tuple[EmpiricalKernel, RefactorResult]:
+    """Empirical kernels and the refactoring check of the main stack (an encoder-decoder's
+    encoder) over the first ``n_windows`` windows.
 
     Returns:
         (EmpiricalKernel, RefactorResult); the pre-softmax kernels come from the view's
         scores, which every family has.
     """
-    ids = torch.tensor(windows.input_ids[: max(1, min(n_windows, windows.n_contexts))])
+    ids = _kernel_ids(windows, n_windows)
     kern = KernelAccumulator(view.n_layers, view.n_heads, causal=not view.is_encoder)
     refac = RefactorAccumulator(view)
     for start in range(0, len(ids), batch):
@@ -143,6 +180,195 @@ def kernels_and_refactor(
     return kern.finalize(), refac.finalize()
 
 
+def decoder_kernels(
+    view: ModelView, windows: Windows, n_windows: int, batch: int = KERNEL_BATCH
+) -> tuple[EmpiricalKernel, EmpiricalKernel]:
+    """An encoder-decoder's decoder self-attention and cross-attention kernels.
+
+    The encoder reads each window, the decoder its ``decoder_inputs`` (start token, then
+    the window without its last token). Cross-attention offsets are delta = i - j with i the
+    decoder query and j the encoder key, both signs.
+
+    Returns:
+        (decoder self-attention kernel (causal), cross-attention kernel), both [L_dec, H, n].
+    """
+    ids = _kernel_ids(windows, n_windows)
+    L, H = len(view.decoder_blocks), view.n_heads
+    own = KernelAccumulator(L, H, causal=True)
+    cross = KernelAccumulator(L, H, causal=False)
+    for start in range(0, len(ids), batch):
+        chunk = ids[start : start + batch]
+        rec = record_seq2seq_attention(view, chunk, decoder_inputs(view, chunk))
+        for l, block in enumerate(view.decoder_blocks):
+            own.update(l, rec.self_attn[l], self_scores(block, rec.decoder_in[l]))
+            cross.update(l, rec.cross_attn[l], cross_scores(block, rec.cross_x[l], rec.encoded))
+    return own.finalize(), cross.finalize()
+
+
+def _save_encoding(folder: RunFolder, view: ModelView, enc: EncodingWalk, suffix: str) -> None:
+    """An encoding walk's arrays, top-3 table and figures (``suffix``: "" or "_decoder")."""
+    out, fig_dir = folder.path, folder.path / "figures"
+    labels = token_labels(view, enc.input_ids)
+    names = [
+        f"{a}_{m}"
+        for a in ("top", "own_rank", "next_rank", "leave", "arrive")
+        for m in ("dot", "cos")
+    ]
+    save_file(
+        {n: torch.from_numpy(np.ascontiguousarray(getattr(enc, n))) for n in ["input_ids", *names]},
+        str(out / f"encoding_walk{suffix}.safetensors"),
+    )
+    write_json(
+        out / f"encoding_walk{suffix}.json",
+        {
+            "tokens": labels,
+            "layers": list(enc.layer_names),
+            "top3_cos": [
+                [token_labels(view, enc.top_cos[l, t, :3]) for t in range(len(labels))]
+                for l in range(len(enc.layer_names))
+            ],
+        },
+    )
+    save(figs.walk_ranks_figure(enc), fig_dir / f"walk_encoding_ranks{suffix}.png")
+    save(
+        figs.walk_table_figure(enc, labels, lambda x: token_labels(view, x)),
+        fig_dir / f"walk_encoding_table{suffix}.png",
+    )
+
+
+def _decoding(
+    folder: RunFolder, view: ModelView, ids: torch.Tensor, generate: int, top_k: int, seed: int
+) -> dict[str, Any]:
+    """Greedy and seeded sampled decoding walks: side files, figure, metrics."""
+    space = TokenSpace.of(view)
+    walks: list[DecodingWalk] = [
+        decoding_walk(view, ids, generate, "greedy", k=top_k, space=space),
+        decoding_walk(view, ids, generate, "sample", seed=seed, k=top_k, space=space),
+    ]
+    decoding = {w.mode: w.to_dict() for w in walks}
+    for w in walks:
+        decoding[w.mode]["text"] = view.tokenizer.decode(w.tokens.tolist())
+    write_json(
+        folder.path / "decoding_walk.json",
+        {
+            w.mode: {
+                "tokens": token_labels(view, w.tokens),
+                "top_dot": [token_labels(view, row) for row in w.top_dot],
+                "top_cos": [token_labels(view, row) for row in w.top_cos],
+            }
+            for w in walks
+        },
+    )
+    save_file(
+        {f"vectors_{w.mode}": torch.from_numpy(w.vectors) for w in walks},
+        str(folder.path / "decoding_walk.safetensors"),
+    )
+    proj = walk_projection(space, walks, ids)
+    save(
+        figs.decoding_figure(proj, token_labels(view, proj.token_ids)),
+        folder.path / "figures" / "walk_decoding.png",
+    )
+    return decoding
+
+
+def _kernel_tensors(prefix: str, kernel: EmpiricalKernel) -> dict[str, torch.Tensor]:
+    """A kernel's arrays for kernels.safetensors: ``{prefix}offsets``, ``attn``, ``logits``."""
+    tensors = {
+        f"{prefix}offsets": torch.from_numpy(kernel.offsets),
+        f"{prefix}attn": torch.from_numpy(kernel.attn),
+    }
+    if kernel.logits is not None:
+        tensors[f"{prefix}logits"] = torch.from_numpy(kernel.logits)
+    return tensors
+
+
+def _kernel_metrics(kernel: EmpiricalKernel, windows: Windows, far: bool) -> dict[str, Any]:
+    """A kernel's metrics, with the far-position test when ``far`` (encoder-decoders)."""
+    out = kernel.to_dict()
+    out["windows_used"] = f"first {kernel.n_windows} of {windows.n_contexts}"
+    if far:
+        out["far_position"] = kernel.far_position()
+    return out
+
+
+def _kernels(
+    folder: RunFolder, view: ModelView, windows: Windows, kernel_windows: int
+) -> dict[str, Any]:
+    """Position kernels of every attention and the refactoring check: side files, figures
+    and the metrics ("kernels", "refactor"; an encoder-decoder's also "decoder_kernels")."""
+    fig_dir = folder.path / "figures"
+    kernel, refactor = kernels_and_refactor(view, windows, kernel_windows)
+    biases = bias_kernels(view)
+    tensors = _kernel_tensors("", kernel)
+    for k in biases:
+        tensors[f"bias_offsets_{k.stack}"] = torch.from_numpy(k.offsets)
+        tensors[f"bias_buckets_{k.stack}"] = torch.from_numpy(k.buckets)
+        tensors[f"bias_{k.stack}"] = torch.from_numpy(k.bias)
+    tensors["head_norm"] = torch.from_numpy(refactor.head_norm)
+    tensors["head_norm_rel"] = torch.from_numpy(refactor.head_norm_rel)
+    seq2seq = view.is_seq2seq
+    main = _kernel_metrics(kernel, windows, seq2seq)
+    main["position_bias"] = [k.to_dict() for k in biases]
+    out: dict[str, Any] = {"kernels": main, "refactor": refactor.to_dict()}
+    if seq2seq:
+        own, cross = decoder_kernels(view, windows, kernel_windows)
+        tensors |= _kernel_tensors("decoder_", own) | _kernel_tensors("cross_", cross)
+        tables = {k.stack: k.scores() for k in biases}
+        main["bias_table"] = tables.get("encoder")
+        decoder = _kernel_metrics(own, windows, True)
+        decoder["bias_table"] = tables.get("decoder")
+        crossed = _kernel_metrics(cross, windows, True)
+        crossed["position_bias"] = None  # T5's cross-attention adds none
+        out["decoder_kernels"] = {"kernels": decoder, "cross_attention": crossed}
+        own_bias = [k for k in biases if k.stack == "decoder"]
+        save(figs.kernels_figure(own, own_bias, "decoder"), fig_dir / "walk_kernels_decoder.png")
+        save(figs.kernels_figure(cross, (), "cross"), fig_dir / "walk_kernels_cross.png")
+    save_file(tensors, str(folder.path / "kernels.safetensors"))
+    label = "encoder" if seq2seq else "main"
+    save(figs.kernels_figure(kernel, biases, label), fig_dir / "walk_kernels.png")
+    save(figs.refactor_figure(refactor), fig_dir / "walk_head_norms.png")
+    return out
+
+
+def _similarity(folder: RunFolder, view: ModelView, ids: torch.Tensor, sections: Any) -> Any:
+    """Similarity maps of the main stack: side file, figures; returns (maps, hidden, names)."""
+    fig_dir = folder.path / "figures"
+    labels = token_labels(view, ids)
+    hidden, names = layer_stack(view, ids)
+    maps = similarity_maps(hidden, names, sections)
+    _save_similarity(folder.path / "similarity.safetensors", ids, maps.dot, maps.cos)
+    for metric in ("cos", "dot"):
+        save(figs.similarity_grid(maps, metric), fig_dir / f"walk_similarity_{metric}.png", dpi=100)
+    for metric in ("cos", "dot"):
+        save(
+            figs.similarity_interactive(maps, labels, metric),
+            fig_dir / f"walk_similarity_{metric}.html",
+        )
+    return maps, hidden, names
+
+
+def _decoder_stack(
+    folder: RunFolder, view: ModelView, ids: torch.Tensor, top_k: int, space: TokenSpace
+) -> dict[str, Any]:
+    """An encoder-decoder's decoder stack read teacher-forced on the text: its encoding walk
+    (side files with the suffix "_decoder") and its metrics."""
+    hidden, names = layer_stack(view, ids, "decoder")
+    dec_ids = decoder_inputs(view, ids)
+    enc = encoding_walk(
+        view, hidden, names, dec_ids, k=top_k, space=space, next_ids=ids, stack="decoder"
+    )
+    _save_encoding(folder, view, enc, "_decoder")
+    return {
+        "stack": "decoder",
+        "input": "the decoder start token, then the text without its last token (teacher-forced)",
+        "decoder_start_token_id": view.decoder_start(),
+        "layer_names": list(names),
+        "readout": f"decoder final norm, times the output scale {sig(view.unembedding_scale)}, "
+        "then W_U^T rows",
+        "encoding": enc.to_dict(),
+    }
+
+
 def analyse_walk(  # type: ignore[no-untyped-def]
     text: str, generate: int, top_k: int, kernel_windows: int, seed: int, step: Step = quiet
 ):
@@ -151,138 +377,75 @@ def analyse_walk(  # type: ignore[no-untyped-def]
     def analyse(
         folder: RunFolder, view: ModelView, windows: Windows, acc: DecompositionAccumulator
     ) -> None:
-        out = folder.path
-        fig_dir = out / "figures"
         ids, sections = encode_text(view, text)
         check_generate(view, len(ids), generate)
-        labels = token_labels(view, ids)
-        write_text_atomic(out / "walk_text.txt", text)
+        write_text_atomic(folder.path / "walk_text.txt", text)
         space = TokenSpace.of(view)
 
         step("similarity maps")
-        hidden, names = layer_stack(view, ids)
-        maps = similarity_maps(hidden, names, sections)
-        _save_similarity(out / "similarity.safetensors", ids, maps.dot, maps.cos)
-        save(figs.similarity_grid(maps, "cos"), fig_dir / "walk_similarity_cos.png", dpi=100)
-        save(figs.similarity_grid(maps, "dot"), fig_dir / "walk_similarity_dot.png", dpi=100)
-        for metric in ("cos", "dot"):
-            save(
-                figs.similarity_interactive(maps, labels, metric),
-                fig_dir / f"walk_similarity_{metric}.html",
-            )
+        maps, hidden, names = _similarity(folder, view, ids, sections)
 
         step("encoding walk")
-        enc = encoding_walk(view, hidden, names, ids, k=top_k, space=space)
-        save_file(
-            {
-                name: torch.from_numpy(np.ascontiguousarray(getattr(enc, name)))
-                for name in (
-                    "input_ids",
-                    "top_dot",
-                    "top_cos",
-                    "own_rank_dot",
-                    "own_rank_cos",
-                    "next_rank_dot",
-                    "next_rank_cos",
-                    "leave_dot",
-                    "leave_cos",
-                    "arrive_dot",
-                    "arrive_cos",
-                )
-            },
-            str(out / "encoding_walk.safetensors"),
-        )
-        write_json(
-            out / "encoding_walk.json",
-            {
-                "tokens": labels,
-                "layers": list(enc.layer_names),
-                "top3_cos": [
-                    [token_labels(view, enc.top_cos[l, t, :3]) for t in range(len(labels))]
-                    for l in range(len(enc.layer_names))
-                ],
-            },
-        )
-        save(figs.walk_ranks_figure(enc), fig_dir / "walk_encoding_ranks.png")
-        save(
-            figs.walk_table_figure(enc, labels, lambda x: token_labels(view, x)),
-            fig_dir / "walk_encoding_table.png",
-        )
+        stack = "encoder" if view.is_seq2seq else "main"
+        enc = encoding_walk(view, hidden, names, ids, k=top_k, space=space, stack=stack)
+        _save_encoding(folder, view, enc, "")
+        decoder = _decoder_stack(folder, view, ids, top_k, space) if view.is_seq2seq else None
 
         decoding: dict[str, Any] | None = None
         if generate > 0:
             step("decoding walks")
-            walks: list[DecodingWalk] = [
-                decoding_walk(view, ids, generate, "greedy", k=top_k, space=space),
-                decoding_walk(view, ids, generate, "sample", seed=seed, k=top_k, space=space),
-            ]
-            decoding = {w.mode: w.to_dict() for w in walks}
-            for w in walks:
-                decoding[w.mode]["text"] = view.tokenizer.decode(w.tokens.tolist())
-            write_json(
-                out / "decoding_walk.json",
-                {
-                    w.mode: {
-                        "tokens": token_labels(view, w.tokens),
-                        "top_dot": [token_labels(view, row) for row in w.top_dot],
-                        "top_cos": [token_labels(view, row) for row in w.top_cos],
-                    }
-                    for w in walks
-                },
-            )
-            save_file(
-                {f"vectors_{w.mode}": torch.from_numpy(w.vectors) for w in walks},
-                str(out / "decoding_walk.safetensors"),
-            )
-            proj = walk_projection(space, walks, ids)
-            save(
-                figs.decoding_figure(proj, token_labels(view, proj.token_ids)),
-                fig_dir / "walk_decoding.png",
-            )
+            decoding = _decoding(folder, view, ids, generate, top_k, seed)
 
         step("position kernels and the refactoring check")
-        kernel, refactor = kernels_and_refactor(view, windows, kernel_windows)
-        biases = bias_kernels(view)
-        tensors = {
-            "offsets": torch.from_numpy(kernel.offsets),
-            "attn": torch.from_numpy(kernel.attn),
-        }
-        if kernel.logits is not None:
-            tensors["logits"] = torch.from_numpy(kernel.logits)
-        for k in biases:
-            tensors[f"bias_offsets_{k.stack}"] = torch.from_numpy(k.offsets)
-            tensors[f"bias_buckets_{k.stack}"] = torch.from_numpy(k.buckets)
-            tensors[f"bias_{k.stack}"] = torch.from_numpy(k.bias)
-        tensors["head_norm"] = torch.from_numpy(refactor.head_norm)
-        tensors["head_norm_rel"] = torch.from_numpy(refactor.head_norm_rel)
-        save_file(tensors, str(out / "kernels.safetensors"))
-        save(figs.kernels_figure(kernel, biases), fig_dir / "walk_kernels.png")
-        save(figs.refactor_figure(refactor), fig_dir / "walk_head_norms.png")
-
-        kernel_dict = kernel.to_dict()
-        kernel_dict["windows_used"] = f"first {kernel.n_windows} of {windows.n_contexts}"
-        kernel_dict["position_bias"] = [k.to_dict() for k in biases]
-        folder.merge_metrics(
-            "walk",
-            {
-                "text": {
-                    "sha256": hashlib.sha256(text.encode()).hexdigest(),
-                    "n_tokens": int(len(ids)),
-                    "n_sections": None if sections is None else int(sections.max() + 1),
-                },
-                "layer_names": list(names),
-                "readout": "final norm, then W_U^T rows"
-                if names[-1] == "final_norm"
-                else "hidden vector as is, then W_U^T rows",
-                "similarity": maps.to_dict(),
-                "encoding": enc.to_dict(),
-                "decoding": decoding,
-                "kernels": kernel_dict,
-                "refactor": refactor.to_dict(),
+        kernels = _kernels(folder, view, windows, kernel_windows)
+        metrics: dict[str, Any] = {
+            "text": {
+                "sha256": hashlib.sha256(text.encode()).hexdigest(),
+                "n_tokens": int(len(ids)),
+                "n_sections": None if sections is None else int(sections.max() + 1),
             },
-        )
+            "layer_names": list(names),
+            "readout": "final norm, then W_U^T rows"
+            if names[-1] == "final_norm"
+            else "hidden vector as is, then W_U^T rows",
+            "similarity": maps.to_dict(),
+            "encoding": enc.to_dict(),
+            "decoding": decoding,
+            "kernels": kernels["kernels"],
+            "refactor": kernels["refactor"],
+        }
+        if decoder is not None:
+            decoder.update(decoding=decoding, **kernels["decoder_kernels"])
+            metrics.update(stack="encoder", decoding=None, decoder=decoder)
+        folder.merge_metrics("walk", metrics)
 
     return analyse
+
+
+GENERATE_NEEDS = (
+    "--generate needs a decoder-only model or an encoder-decoder; {name} is an encoder "
+    "(drop --generate)."
+)
+
+
+def _load_eager(config: CaptureConfig) -> ModelView:
+    """The model of ``config``, loaded with eager attention (attention weights are read)."""
+    config.validate()
+    return load_model(
+        config.model,
+        device=config.device,
+        dtype=config.dtype,
+        attention="eager",
+        trust_remote_code=config.trust_remote_code,
+    )
+
+
+def _check_numbers(generate: int, top_k: int, kernel_windows: int) -> None:
+    """Refuse a negative ``generate`` and ``top_k`` or ``kernel_windows`` below 1."""
+    if generate < 0:
+        raise GeomlensError(f"--generate must be 0 or more (got {generate}).")
+    if top_k < 1 or kernel_windows < 1:
+        raise GeomlensError("top_k and kernel_windows must be at least 1.")
 
 
 def run_walk(
@@ -302,31 +465,19 @@ def run_walk(
         config: the capture config (its seed also seeds sampled decoding).
         out: the run folder.
         text: the text walked (default: ``default_text()``).
-        generate: tokens to generate in the decoding walks (0: none; decoders only).
+        generate: tokens to generate in the decoding walks (0: none; decoder-only models and
+            encoder-decoders, whose decoder generates).
         top_k: neighbours of each vector kept.
         kernel_windows: corpus windows for kernels and the refactoring check.
         view: a model already loaded for ``config.model`` with eager attention.
         **kwargs: passed to ``run_command`` (progress, checkpoint_every_s).
     """
-    if generate < 0:
-        raise GeomlensError(f"--generate must be 0 or more (got {generate}).")
-    if top_k < 1 or kernel_windows < 1:
-        raise GeomlensError("top_k and kernel_windows must be at least 1.")
+    _check_numbers(generate, top_k, kernel_windows)
     source = "given" if text is not None else "default"
     text = default_text() if text is None else text
-    if view is None:
-        config.validate()
-        view = load_model(
-            config.model,
-            device=config.device,
-            dtype=config.dtype,
-            attention="eager",
-            trust_remote_code=config.trust_remote_code,
-        )
-    if generate and view.is_encoder:
-        raise GeomlensError(
-            f"--generate needs a decoder-only model; {view.name} is an encoder (drop --generate)."
-        )
+    view = view or _load_eager(config)
+    if generate and view.is_encoder and not view.is_seq2seq:
+        raise GeomlensError(GENERATE_NEEDS.format(name=view.name))
     ids, _ = encode_text(view, text)  # refuse a bad text before the capture
     check_generate(view, len(ids), generate)
     options = {
@@ -355,22 +506,42 @@ def run_walk(
     )
 
 
+def _stack_lines(enc: dict[str, Any], kern: dict[str, Any], label: str) -> list[str]:
+    """The encoding-walk and negative self-bias lines of one stack (``label``: "" or
+    "encoder: ", "decoder: ")."""
+    return [
+        f"  {label}own token leaves its top-{enc['k']} (cos) at layer "
+        f"{enc['cos']['leave_layer_median']} (median); {enc['cos']['frac_never_leave']:.2f} of "
+        "positions never leave",
+        f"  {label}next token enters its top-{enc['k']} (cos) from layer "
+        f"{enc['cos']['arrive_layer_median']} (median)",
+        f"  {label}negative self-bias: {kern['negative_self_bias_fraction']:.3f} of heads "
+        f"({kern['windows_used']} windows)",
+    ]
+
+
 def summary_lines(run: Run) -> list[str]:
-    """A few lines for the terminal."""
+    """A few lines for the terminal (encoder-decoders: the walk lines once per stack)."""
     w = run.metrics["walk"]
-    enc, kern, ref = w["encoding"], w["kernels"], w["refactor"]
+    decoder = w.get("decoder")
     lines = [
         f"  text: {w['text']['n_tokens']} tokens; layers {w['layer_names'][0]}.."
         f"{w['layer_names'][-1]}",
-        f"  own token leaves its top-{enc['k']} (cos) at layer {enc['cos']['leave_layer_median']}"
-        f" (median); {enc['cos']['frac_never_leave']:.2f} of positions never leave",
-        f"  next token enters its top-{enc['k']} (cos) from layer "
-        f"{enc['cos']['arrive_layer_median']} (median)",
-        f"  negative self-bias: {kern['negative_self_bias_fraction']:.3f} of heads "
-        f"({kern['windows_used']} windows)",
-        f"  refactoring O = sum_h A_h X W_vo,h: max rel err {ref['max_rel_err']:.2e}",
+        *_stack_lines(w["encoding"], w["kernels"], "encoder: " if decoder else ""),
     ]
-    if w["decoding"]:
-        for mode, d in w["decoding"].items():
+    decoding = w["decoding"]
+    if decoder:
+        lines += _stack_lines(decoder["encoding"], decoder["kernels"], "decoder: ")
+        cross = decoder["cross_attention"]
+        lines.append(
+            f"  cross-attention: negative self-bias {cross['negative_self_bias_fraction']:.3f} "
+            "of heads"
+        )
+        decoding = decoder["decoding"]
+    lines.append(
+        f"  refactoring O = sum_h A_h X W_vo,h: max rel err {w['refactor']['max_rel_err']:.2e}"
+    )
+    if decoding:
+        for mode, d in decoding.items():
             lines.append(f"  {mode}: {json.dumps(d['text'])}")
     return lines

@@ -27,6 +27,15 @@ Array = npt.NDArray[np.float64]
 PARTS = ("pos_pos", "pos_ctx", "ctx_pos", "ctx_ctx", "rest")
 """Names of the logit parts (query side first, key side second)."""
 
+BIAS_PART = "pos_bias"
+"""The sixth part of models whose attention adds a position bias (T5 buckets, ALiBi): a
+function of (i, j) alone, the same in every window."""
+
+
+def parts_of(block: BlockView) -> tuple[str, ...]:
+    """The logit parts of a block: ``PARTS``, plus ``BIAS_PART`` where a bias is added."""
+    return PARTS + ((BIAS_PART,) if block.attn.bias_fn is not None else ())
+
 
 @dataclass(frozen=True)
 class AttentionParts:
@@ -37,14 +46,14 @@ class AttentionParts:
 
     Attributes:
         layer: block index (its input is hidden-state layer ``layer``).
-        parts: names of the parts, the last axis of the share arrays.
-        share: [H, 5] var(part) / sum over parts of var(part) (primary; nonnegative).
-        share_cov: [H, 5] cov(part, logits) / var(logits); sums to 1 exactly per head.
-        share_centred: [H, 5] like ``share`` after subtracting from each part its mean over
+        parts: names of the P parts (``parts_of``), the last axis of the share arrays.
+        share: [H, P] var(part) / sum over parts of var(part) (primary; nonnegative).
+        share_cov: [H, P] cov(part, logits) / var(logits); sums to 1 exactly per head.
+        share_centred: [H, P] like ``share`` after subtracting from each part its mean over
             the keys of each query row (only what changes the softmax).
         logit_var: [H] variance of the real logits over the same pairs.
         heatmap_head: the head of ``heatmaps``.
-        heatmaps: [5, T, T] mean over contexts of |part| for ``heatmap_head`` (nan where
+        heatmaps: [P, T, T] mean over contexts of |part| for ``heatmap_head`` (nan where
             masked: j > i for causal models).
         max_rel_error: max |sum of parts - real logits| / max |real logits| over every
             (c, h, i, j), or nan when not checked.
@@ -96,8 +105,6 @@ def _check_supported(view: ModelView, block: BlockView) -> None:
     """Refuse blocks whose scores are not bilinear in the normalised input."""
     attn = block.attn
     problems = []
-    if attn.bias_fn is not None:
-        problems.append(f"an additive position bias ({view.position.kind})")
     if not attn.linear_qk:
         problems.append("q/k norms (not linear)")
     if attn.softcap is not None:
@@ -141,12 +148,7 @@ def _project(x: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
 
 
 def block_scores(view: ModelView, layer: int, hidden: torch.Tensor) -> torch.Tensor:
-    """The block's pre-softmax, pre-mask scores from its input, in float64, for any family
-    (rotary, ALiBi or T5 bias, soft-capping and q/k norms included).
-
-    The norm module runs as the model runs it (its own dtype); the queries and keys come
-    from the view's per-head weights in float64 (checked against Hugging Face's attention
-    for every family in tests/test_families.py).
+    """The main stack's block ``layer``'s scores from its input (``self_scores``).
 
     Args:
         view: the model.
@@ -156,11 +158,23 @@ def block_scores(view: ModelView, layer: int, hidden: torch.Tensor) -> torch.Ten
     Returns:
         [C, H, T, T] float64 scores.
     """
-    block = view.blocks[layer]
-    h = hidden.to(view.device)
+    return self_scores(view.blocks[layer], hidden)
+
+
+def self_scores(block: BlockView, hidden: torch.Tensor) -> torch.Tensor:
+    """A block's pre-softmax, pre-mask self-attention scores from its input, in float64,
+    for any family and any stack (rotary, ALiBi or T5 bias, soft-capping and q/k norms
+    included): [B, T, d] -> [B, H, T, T].
+
+    The norm module runs as the model runs it (its own dtype); the queries and keys come
+    from the view's per-head weights in float64 (checked against Hugging Face's attention
+    for every family in tests/test_families.py).
+    """
     norm = block.attn_input_norm
+    device = block.attn.heads().W_Q.device
     with torch.inference_mode():
-        x = h if norm is None else norm.module(h.to(view.W_E.dtype))
+        h = hidden.to(device)
+        x = h if norm is None else norm.module(h.to(norm.weight.dtype))
         return block.attn.scores(x.double())
 
 
@@ -181,7 +195,7 @@ def split_logits(
     stats: DecompositionStats,
     contexts: Sequence[int] | npt.NDArray[np.integer] | None = None,
 ) -> dict[str, torch.Tensor]:
-    """The five logit parts of every head for a batch of windows, in float64.
+    """The logit parts of every head for a batch of windows, in float64.
 
     Args:
         view: the model.
@@ -192,8 +206,9 @@ def split_logits(
             order).
 
     Returns:
-        part name -> [C, H, T, T] float64; the parts sum to ``real_logits``. Positions the
-        decomposition skipped get pos = 0 (their positional part falls into resid).
+        part name (``parts_of(block)``) -> [C, H, T, T] float64; the parts sum to
+        ``real_logits``. Positions the decomposition skipped get pos = 0 (their positional
+        part falls into resid). A position bias is its own part, ``BIAS_PART``.
     """
     block = view.blocks[layer]
     _check_supported(view, block)
@@ -235,13 +250,17 @@ def split_logits(
         return (a @ b.transpose(-1, -2)) * scale
 
     k_all = k_pos + k_ctx + k_oth
-    return {
+    out = {
         "pos_pos": dot(q_pos, k_pos),
         "pos_ctx": dot(q_pos, k_ctx),
         "ctx_pos": dot(q_ctx, k_pos),
         "ctx_ctx": dot(q_ctx, k_ctx),
         "rest": dot(q_oth, k_all) + dot(q_pos + q_ctx, k_oth),
     }
+    bias = block.attn.bias(T)
+    if bias is not None:
+        out[BIAS_PART] = bias.to(dev).double()[None].expand_as(out["rest"])
+    return out
 
 
 def pair_mask(view: ModelView, length: int, positions: npt.NDArray[np.integer]) -> torch.Tensor:
@@ -283,7 +302,8 @@ def attention_parts(
     idx = np.arange(stats.n_contexts) if contexts is None else np.asarray(contexts)
     mask = pair_mask(view, T, np.asarray(stats.positions)).to(view.device)
     n_rows = mask.sum(-1, keepdim=True).clamp(min=1)
-    n_parts, H = len(PARTS), view.n_heads
+    names = parts_of(view.blocks[layer])
+    n_parts, H = len(names), view.n_heads
     count = 0.0
     s1 = torch.zeros(H, n_parts, dtype=torch.float64)
     s2 = torch.zeros(H, n_parts, n_parts, dtype=torch.float64)
@@ -293,7 +313,7 @@ def attention_parts(
     for start in range(0, C, batch_size):
         sl = slice(start, start + batch_size)
         split = split_logits(view, layer, hidden[sl], stats, idx[sl])
-        stack = torch.stack([split[p] for p in PARTS], dim=-1)  # [B, H, T, T, 5]
+        stack = torch.stack([split[p] for p in names], dim=-1)  # [B, H, T, T, parts]
         if check:
             real = real_logits(view, layer, hidden[sl])
             max_err = max(max_err, float((stack.sum(-1) - real).abs().max()))
@@ -321,7 +341,7 @@ def attention_parts(
         heatmaps[:, upper] = np.nan
     return AttentionParts(
         layer=layer,
-        parts=PARTS,
+        parts=names,
         share=share.numpy(),
         share_cov=share_cov.numpy(),
         share_centred=share_centred.numpy(),

@@ -106,19 +106,47 @@ def repeated_tokens(view: ModelView, n: int, batch: int, seed: int = 0) -> torch
     return torch.as_tensor(np.concatenate([first, first], axis=1))
 
 
-def attention_weights(view: ModelView, input_ids: torch.Tensor) -> torch.Tensor:
-    """[L, B, H, T, T] attention probabilities of every block (needs eager attention)."""
+def check_eager(view: ModelView) -> None:
+    """Refuse a model that does not run eager attention (no attention weights otherwise)."""
     impl = getattr(view.config, "_attn_implementation", None)
     if impl != "eager":
         raise GeomlensError(
             f"attention weights need eager attention, {view.name} runs {impl!r}: "
             'load it with load_model(name, attention="eager")'
         )
+
+
+def attention_weights(view: ModelView, input_ids: torch.Tensor) -> torch.Tensor:
+    """[L, B, H, T, T] attention probabilities of every block (needs eager attention)."""
+    check_eager(view)
     with torch.inference_mode():
         out = view.base(input_ids=input_ids.to(view.device), output_attentions=True)
     attn = getattr(out, "attentions", None)
     if not attn or any(a is None for a in attn):
         raise GeomlensError(f"{view.name} returned no attention weights")
+    return torch.stack([a.float().cpu() for a in attn])
+
+
+def decoder_attention_weights(view: ModelView, input_ids: torch.Tensor) -> torch.Tensor:
+    """[L_dec, B, H, T, T] self-attention probabilities of an encoder-decoder's decoder.
+
+    The decoder reads ``input_ids``; the encoder reads one end-of-sequence token (an empty
+    input as a T5 tokenizer encodes it), so whatever the decoder copies it finds in its own
+    self-attention, not through cross-attention.
+    """
+    check_eager(view)
+    config: Any = view.model.config
+    eos = config.eos_token_id if config.eos_token_id is not None else config.pad_token_id
+    source = torch.full((input_ids.shape[0], 1), int(eos), dtype=torch.long)
+    with torch.inference_mode():
+        out = view.model(
+            input_ids=source.to(view.device),
+            decoder_input_ids=input_ids.to(view.device),
+            output_attentions=True,
+        )
+    attn = getattr(out, "decoder_attentions", None)
+    if not attn or any(a is None for a in attn):
+        raise GeomlensError(f"{view.name} returned no decoder attention weights")
     return torch.stack([a.float().cpu() for a in attn])
 
 
@@ -176,12 +204,13 @@ def induction_heads(
         top_k: also split the top_k heads by score.
         input_ids: [B, 2n] own repeated sequences instead of sampled ones.
     """
-    if view.is_encoder:
+    if view.kind == "encoder":
         raise GeomlensError("induction heads are measured on causal decoders only")
     ids = repeated_tokens(view, n, batch, seed) if input_ids is None else input_ids
     if ids.shape[1] != 2 * n or not torch.equal(ids[:, :n], ids[:, n:]):
         raise GeomlensError(f"input_ids must be [B, {2 * n}]: a sequence followed by itself")
-    attn = attention_weights(view, ids)  # [L, B, H, T, T]
+    weights = decoder_attention_weights if view.is_seq2seq else attention_weights
+    attn = weights(view, ids)  # [L, B, H, T, T]
     i = torch.arange(n, 2 * n)
     scores = attn[:, :, :, i, i - n + 1].double().mean((1, 3)).numpy()  # [L, H]
     order = np.argsort(-scores, axis=None, kind="stable")

@@ -4,7 +4,10 @@ The offset of a query at position i and a key at position j is ``delta = i - j``
 token itself, positive = earlier keys). Singh (2023, appendix A) reads T5's learned
 relative bias as a kernel over delta, and for any model the mean attention by delta; a
 head has a *negative self-bias* when its kernel at delta = 0 is below the mean of deltas
-1-4. See docs/walk.md.
+1-4, and *far-position amplification* when its mean over far offsets (32 <= |delta| <= 63)
+exceeds its mean over middle offsets (8 <= |delta| <= 31). Encoder-decoders get kernels of
+the encoder's and decoder's self-attention and of the cross-attention (decoder query i,
+encoder key j). See docs/walk.md.
 """
 
 from __future__ import annotations
@@ -27,6 +30,12 @@ N_OFFSETS = 64
 """Offsets 0..63 (and -63..-1 for bidirectional models) of the saved kernels."""
 
 SELF_BIAS_OFFSETS = (1, 2, 3, 4)
+
+FAR_OFFSETS = (32, 63)
+"""|delta| range (inclusive) of the far offsets of the far-position test."""
+
+MIDDLE_OFFSETS = (8, 31)
+"""|delta| range (inclusive) of the middle offsets it compares them with."""
 
 
 # --------------------------------------------------------------------------- model biases
@@ -61,6 +70,17 @@ class BiasKernel:
             "offsets": [int(x) for x in self.offsets],
             "buckets": [int(x) for x in self.buckets],
             "bias": [[sig(x) for x in row] for row in self.bias],
+        }
+
+    def scores(self) -> dict[str, Any]:
+        """The table scored per head like an empirical kernel: negative self-bias and
+        far-position amplification (keys after the query left out where they are masked)."""
+        neg = negative_self_bias(self.bias, self.offsets)
+        return {
+            "stack": self.stack,
+            "negative_self_bias_fraction": sig(neg.mean()),
+            "negative_self_bias_heads": [int(h) for h in np.nonzero(neg)[0]],
+            **far_position_dict(self.bias, self.offsets, not self.bidirectional),
         }
 
 
@@ -248,6 +268,15 @@ class EmpiricalKernel:
         out["mean_attention_at_offset_0_per_layer"] = [sig(x) for x in k0.mean(1)]
         return out
 
+    def far_position(self) -> dict[str, Any]:
+        """Far-position amplification of the attention kernel and, with the suffix
+        ``_logits``, of the pre-softmax kernel (``far_position_dict``)."""
+        out = far_position_dict(self.attn, self.offsets, self.causal)
+        if self.logits is not None:
+            logits = far_position_dict(self.logits, self.offsets, self.causal)
+            out.update({f"{k}_logits": v for k, v in logits.items() if "offsets" not in k})
+        return out
+
 
 def negative_self_bias(kernel: Array, offsets: IntArray) -> npt.NDArray[np.bool_]:
     """[..., ] True where kernel[..., delta=0] < mean(kernel[..., delta in 1..4]).
@@ -262,3 +291,81 @@ def negative_self_bias(kernel: Array, offsets: IntArray) -> npt.NDArray[np.bool_
         raise GeomlensError(f"the kernel lacks offsets {missing} needed for the self-bias test.")
     near = kernel[..., [pos[d] for d in SELF_BIAS_OFFSETS]].mean(-1)
     return np.asarray(kernel[..., pos[0]] < near)
+
+
+def _offset_mask(offsets: IntArray, bounds: tuple[int, int], causal: bool) -> npt.NDArray[np.bool_]:
+    """[n] offsets with bounds[0] <= |delta| <= bounds[1] (delta >= 0 only when causal)."""
+    mag = np.abs(offsets)
+    inside = (mag >= bounds[0]) & (mag <= bounds[1])
+    return inside & (offsets >= 0) if causal else inside
+
+
+def far_amplification(
+    kernel: Array, offsets: IntArray, causal: bool = False
+) -> npt.NDArray[np.bool_] | None:
+    """[...] True where the kernel's mean over far offsets exceeds its mean over middle ones.
+
+    far = mean of kernel[..., delta] over 32 <= |delta| <= 63, middle = the same over
+    8 <= |delta| <= 31 (both signs where present; delta >= 0 only for ``causal`` kernels,
+    whose later keys are masked); offsets without data (nan) are left out.
+
+    Args:
+        kernel: [..., n] a kernel over ``offsets``.
+        offsets: [n] its deltas.
+        causal: whether only delta >= 0 counts.
+
+    Returns:
+        The test per head, or None when the kernel has no far or no middle offset with data
+        (windows shorter than 33 tokens).
+    """
+    finite = np.isfinite(kernel).all(axis=tuple(range(kernel.ndim - 1)))
+    far = _offset_mask(offsets, FAR_OFFSETS, causal) & finite
+    middle = _offset_mask(offsets, MIDDLE_OFFSETS, causal) & finite
+    if not far.any() or not middle.any():
+        return None
+    return np.asarray(kernel[..., far].mean(-1) > kernel[..., middle].mean(-1))
+
+
+def far_position_dict(kernel: Array, offsets: IntArray, causal: bool) -> dict[str, Any]:
+    """The far-position test of a kernel [..., n] as metrics: the fraction of heads, the
+    heads (index tuples), or None and the reason when it cannot be computed."""
+    amp = far_amplification(kernel, offsets, causal)
+    out: dict[str, Any] = {"far_offsets": list(FAR_OFFSETS), "middle_offsets": list(MIDDLE_OFFSETS)}
+    if amp is None:
+        longest = int(
+            np.abs(offsets[np.isfinite(kernel).all(axis=tuple(range(kernel.ndim - 1)))]).max()
+        )
+        out["far_amplification_fraction"] = None
+        out["far_amplification_heads"] = None
+        out["far_amplification_reason"] = (
+            f"no far offsets (|delta| >= {FAR_OFFSETS[0]}) with data: the longest offset "
+            f"measured is {longest}; use windows of at least {FAR_OFFSETS[0] + 2} tokens."
+        )
+        return out
+    out["far_amplification_fraction"] = sig(amp.mean())
+    out["far_amplification_heads"] = [
+        [int(i) for i in ix] for ix in zip(*np.nonzero(amp), strict=True)
+    ]
+    out["far_amplification_reason"] = None
+    return out
+
+
+# --------------------------------------------------------------------------- scores
+
+
+def cross_scores(block: Any, x: torch.Tensor, encoded: torch.Tensor) -> torch.Tensor:
+    """A decoder block's cross-attention scores, in float64: [B, H, T, S].
+
+    ``scale * q_i . k_j`` with q from the cross-attention's (normalised) input ``x``
+    [B, T, d] and k from the encoder's output ``encoded`` [B, S, d]; the scale is the
+    block's self-attention scale (1 for T5). No position bias: T5's cross-attention has none.
+    """
+    w = block.cross_heads()
+    with torch.inference_mode():
+
+        def project(v: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+            out = torch.einsum("btd,hde->bhte", v.double().cpu(), W.double().cpu())
+            return out if b is None else out + b.double().cpu()[None, :, None, :]
+
+        q, k = project(x, w.W_Q, w.b_Q), project(encoded, w.W_K, w.b_K)
+        return block.attn.scale * (q @ k.transpose(-1, -2))

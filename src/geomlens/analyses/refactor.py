@@ -5,7 +5,8 @@ rows of its input X with its attention A_h and maps them with W_vo,h = W_v,h W_o
 module records, in one forward pass with eager attention, each block's attention
 probabilities, the input its value projection actually received (after the block's own
 norm) and the output of its output projection, and checks the identity against them.
-See docs/walk.md.
+For encoder-decoders it also records what the decoder's self- and cross-attention saw
+(``record_seq2seq_attention``), for their position kernels. See docs/walk.md.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ import numpy.typing as npt
 import torch
 
 from geomlens.analyses.induction import attention_weights
-from geomlens.analyses.similarity import sig
+from geomlens.analyses.similarity import seq2seq_forward, sig
+from geomlens.errors import GeomlensError
 from geomlens.models.view import HeadWeights, ModelView
 
 Array = npt.NDArray[np.float64]
@@ -83,6 +85,68 @@ def record_attention(view: ModelView, input_ids: torch.Tensor) -> AttentionRecor
         x=torch.stack([rec["x"][i] for i in range(L)]),
         out=torch.stack([rec["out"][i] for i in range(L)]),
         attn=attn,
+    )
+
+
+@dataclass(frozen=True)
+class Seq2SeqAttentionRecord:
+    """What one teacher-forced forward pass of an encoder-decoder fed its decoder's attention.
+
+    Attributes:
+        decoder_in: [L, B, T, d] the residual stream entering each decoder block.
+        self_attn: [L, B, H, T, T] the decoder's self-attention probabilities (causal).
+        cross_x: [L, B, T, d] each cross-attention's query input (after its norm).
+        cross_attn: [L, B, H, T, S] cross-attention probabilities (decoder query, encoder key).
+        encoded: [B, S, d] the encoder's output (keys and values of the cross-attention).
+    """
+
+    decoder_in: torch.Tensor
+    self_attn: torch.Tensor
+    cross_x: torch.Tensor
+    cross_attn: torch.Tensor
+    encoded: torch.Tensor
+
+
+def record_seq2seq_attention(
+    view: ModelView, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor
+) -> Seq2SeqAttentionRecord:
+    """One eager forward pass of an encoder-decoder on [B, S] / [B, T] ids, through the
+    top-level API; each decoder block's ``cross_attention`` module is hooked for its input.
+
+    Raises:
+        GeomlensError: when the model returns no attention weights (no eager attention).
+    """
+    cross: dict[int, torch.Tensor] = {}
+
+    def keep(i: int):  # type: ignore[no-untyped-def]
+        def pre(module: Any, args: tuple, kwargs: dict) -> None:
+            value = args[0] if args else kwargs["hidden_states"]
+            cross[i] = value.detach().float().cpu()
+
+        return pre
+
+    with ExitStack() as stack:
+        for block in view.decoder_blocks:
+            hook = block.cross_attention.register_forward_pre_hook(  # type: ignore[attr-defined]
+                keep(block.index), with_kwargs=True
+            )
+            stack.callback(hook.remove)
+        out = seq2seq_forward(
+            view, input_ids, decoder_input_ids, output_hidden_states=True, output_attentions=True
+        )
+    attentions = (out.decoder_attentions or ()) + (out.cross_attentions or ())
+    if not attentions or any(a is None for a in attentions):
+        raise GeomlensError(
+            f"{view.name} returned no attention weights: load it with "
+            'load_model(name, attention="eager")'
+        )
+    L = len(view.decoder_blocks)
+    return Seq2SeqAttentionRecord(
+        decoder_in=torch.stack([h.float().cpu() for h in out.decoder_hidden_states[:L]]),
+        self_attn=torch.stack([a.float().cpu() for a in out.decoder_attentions]),
+        cross_x=torch.stack([cross[i] for i in range(L)]),
+        cross_attn=torch.stack([a.float().cpu() for a in out.cross_attentions]),
+        encoded=out.encoder_last_hidden_state.float().cpu(),
     )
 
 

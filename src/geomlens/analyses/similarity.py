@@ -4,7 +4,8 @@ Every hidden vector of one text is compared with every other at the same layer, 
 product and by cosine. The layers are the hidden-state layers 0..L of ``capture.hooks``
 (0 = embedding output, l = output of block l-1, no final norm) followed, for models with
 a final norm, by the last layer after that norm ("final_norm"), which is what the
-unembedding reads. See docs/walk.md.
+unembedding reads. For encoder-decoders ``layer_stack`` also gives the decoder stack, read
+teacher-forced on the same text (``decoder_inputs``). See docs/walk.md.
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ Array = npt.NDArray[np.float64]
 FINAL_NORM = "final_norm"
 
 
-def readout_norm(view: ModelView) -> NormView | None:
-    """The norm that puts hidden vectors of the main stack where the unembedding reads them
-    (``ModelView.readout_norm``)."""
-    return view.readout_norm
+def readout_norm(view: ModelView, stack: str = "main") -> NormView | None:
+    """The norm that puts hidden vectors of a stack where the unembedding reads them:
+    ``ModelView.readout_norm`` for the main stack, the decoder's final norm (the view's
+    ``final_norm``) for the decoder stack of an encoder-decoder."""
+    return view.final_norm if stack == "decoder" else view.readout_norm
 
 
 def sig(x: Any, digits: int = 8) -> float:
@@ -35,22 +37,82 @@ def sig(x: Any, digits: int = 8) -> float:
     return float(f"{float(x):.{digits}g}")
 
 
-def layer_stack(view: ModelView, input_ids: torch.Tensor) -> tuple[torch.Tensor, tuple[str, ...]]:
+def decoder_inputs(view: ModelView, input_ids: torch.Tensor) -> torch.Tensor:
+    """The teacher-forced decoder input of a text: the start token, then ``input_ids[..., :-1]``
+    (Hugging Face's shift of the labels), [..., T] -> [..., T]."""
+    first = torch.full_like(input_ids[..., :1], view.decoder_start())
+    return torch.cat([first, input_ids[..., :-1]], dim=-1)
+
+
+def seq2seq_forward(
+    view: ModelView, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor, **flags: Any
+) -> Any:
+    """One forward pass of an encoder-decoder through the top-level Hugging Face API.
+
+    Args:
+        view: an encoder-decoder.
+        input_ids: [B, T] the encoder's input.
+        decoder_input_ids: [B, T'] the decoder's input.
+        **flags: e.g. ``output_hidden_states=True``, ``output_attentions=True``.
+
+    Returns:
+        The model's output (``encoder_hidden_states``, ``decoder_hidden_states``,
+        ``decoder_attentions``, ``cross_attentions``, ``logits``, ... as requested).
+    """
+    with torch.inference_mode():
+        return view.model(
+            input_ids=input_ids.to(view.device),
+            decoder_input_ids=decoder_input_ids.to(view.device),
+            use_cache=False,
+            **flags,
+        )
+
+
+def _decoder_hidden(view: ModelView, input_ids: torch.Tensor) -> list[torch.Tensor]:
+    """The decoder's hidden-state layers 0..L_dec of one text read teacher-forced: [T, d] each.
+
+    Hugging Face's last ``decoder_hidden_states`` entry is already through the final norm, so
+    the last block's raw output is taken from the input of that norm (the view's
+    ``final_norm``).
+    """
+    assert view.final_norm is not None
+    raw: list[torch.Tensor] = []
+    hook = view.final_norm.module.register_forward_pre_hook(
+        lambda module, args: raw.append(args[0].detach())
+    )
+    try:
+        out = seq2seq_forward(
+            view, input_ids[None], decoder_inputs(view, input_ids)[None], output_hidden_states=True
+        )
+    finally:
+        hook.remove()
+    return [h[0] for h in out.decoder_hidden_states[:-1]] + [raw[-1][0]]
+
+
+def layer_stack(
+    view: ModelView, input_ids: torch.Tensor, stack: str = "main"
+) -> tuple[torch.Tensor, tuple[str, ...]]:
     """The hidden vectors of one text at every layer, plus the final-norm layer.
 
     Args:
         view: the model.
         input_ids: [T] token ids.
+        stack: "main" (the view's blocks; the encoder of an encoder-decoder) or "decoder"
+            (an encoder-decoder's decoder, reading ``decoder_inputs`` of the text while its
+            cross-attention reads the encoder's output of the text).
 
     Returns:
         hidden [n, T, d] float32 (n = L + 2 with a final norm, else L + 1) and the layer
         names ("0".."L", then "final_norm" where there is one).
     """
-    L = view.n_layers
-    record = hidden_states(view, input_ids[None], list(range(L + 1)))
+    if stack == "decoder":
+        record = dict(enumerate(h[None] for h in _decoder_hidden(view, input_ids)))
+    else:
+        record = hidden_states(view, input_ids[None], list(range(view.n_layers + 1)))
+    L = len(record) - 1
     layers = [record[l][0].float().cpu() for l in range(L + 1)]
     names = [str(l) for l in range(L + 1)]
-    norm = readout_norm(view)
+    norm = readout_norm(view, stack)
     if norm is not None:
         with torch.inference_mode():
             last = norm(record[L].to(view.W_E.dtype))[0].float().cpu()

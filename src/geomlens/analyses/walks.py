@@ -8,14 +8,19 @@ outputs are already normalised), then compared with the rows of the unembedding 
 - Encoding walk: every position of one text at every layer 0..L; its k nearest tokens,
   the rank of its own input token and of the next token; the layer from which the own
   token stays out of the k nearest (the walk leaves its own neighbourhood).
-- Decoding walk: greedy or seeded sampled generation; the final vectors d_t that chose
-  each token, their nearest tokens, and a 2-D projection of the path.
+- Decoding walk: greedy or seeded sampled generation (an encoder-decoder's decoder
+  generates from its start token, its cross-attention reading the encoded text); the final
+  vectors d_t that chose each token, their nearest tokens, and a 2-D projection of the path.
+
+For an encoder-decoder the main stack is the encoder; ``stack="decoder"`` walks the decoder
+stack, read teacher-forced on the same text, through the decoder's readout.
 
 See docs/walk.md.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,21 +61,27 @@ class TokenSpace:
         return dot, cos
 
 
-def comparable(view: ModelView, hidden: torch.Tensor, layer_names: tuple[str, ...]) -> torch.Tensor:
-    """Hidden vectors of layers 0..L put through the readout norm: [L+1, T, d] float32.
+def comparable(
+    view: ModelView, hidden: torch.Tensor, layer_names: tuple[str, ...], stack: str = "main"
+) -> torch.Tensor:
+    """Hidden vectors of layers 0..L put through the readout: [L+1, T, d] float32.
 
     Args:
         view: the model.
         hidden: [n, T, d] from ``similarity.layer_stack`` (a trailing "final_norm" layer,
             which equals the normalised layer L, is dropped).
         layer_names: its n layer names.
+        stack: "main" (the readout norm) or "decoder" (an encoder-decoder's decoder: its
+            final norm, then the output scale ``unembed`` applies, so that the inner
+            products at layer L are the decoder's logits).
     """
     h = hidden[:-1] if layer_names[-1] == FINAL_NORM else hidden
-    norm = readout_norm(view)
+    norm = readout_norm(view, stack)
+    scale = view.unembedding_scale if stack == "decoder" else 1.0
     if norm is None:
-        return h.float()
+        return h.float() * scale
     with torch.inference_mode():
-        return norm(h.to(view.device, view.W_E.dtype)).float().cpu()
+        return norm(h.to(view.device, view.W_E.dtype)).float().cpu() * scale
 
 
 def _rank(scores: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
@@ -100,14 +111,16 @@ class EncodingWalk:
     Attributes:
         layer_names: the L+1 layers "0".."L" (vectors through the readout norm).
         k: neighbours kept.
-        input_ids: [T] the text.
+        input_ids: [T] the stack's input (the decoder's: start token + text[:-1]).
         top_dot, top_cos: [L+1, T, k] nearest token ids by inner product / cosine.
         own_rank_dot, own_rank_cos: [L+1, T] rank of the input token (0 = nearest).
-        next_rank_dot, next_rank_cos: [L+1, T-1] rank of the next input token.
+        next_rank_dot, next_rank_cos: [L+1, N] rank of the next token (N = T-1: the next
+            input token; the decoder stack: N = T, the token it must predict).
         leave_dot, leave_cos: [T] first layer from which the own token stays out of the top
             k (-1: still in it at the last layer).
-        arrive_dot, arrive_cos: [T-1] first layer from which the next token stays in the top
+        arrive_dot, arrive_cos: [N] first layer from which the next token stays in the top
             k (-1: not in it at the last layer).
+        stack: the stack walked ("main", or "decoder" for an encoder-decoder's decoder).
     """
 
     layer_names: tuple[str, ...]
@@ -123,6 +136,7 @@ class EncodingWalk:
     leave_cos: IntArray
     arrive_dot: IntArray
     arrive_cos: IntArray
+    stack: str = "main"
 
     def summary(self, metric: str) -> dict[str, Any]:
         """Leave/arrive layers by "dot" or "cos": medians over the positions that do."""
@@ -164,20 +178,26 @@ def encoding_walk(
     input_ids: torch.Tensor,
     k: int = 10,
     space: TokenSpace | None = None,
+    next_ids: torch.Tensor | None = None,
+    stack: str = "main",
 ) -> EncodingWalk:
-    """The encoding walk of one text.
+    """The encoding walk of one text through one stack.
 
     Args:
         view: the model.
-        hidden: [n, T, d] from ``similarity.layer_stack``.
+        hidden: [n, T, d] from ``similarity.layer_stack`` (of ``stack``).
         layer_names: its layer names.
-        input_ids: [T] the text's token ids.
+        input_ids: [T] the stack's input token ids (each position's own token).
         k: neighbours kept (and the size of the "neighbourhood" for leave/arrive).
         space: token vectors (default ``TokenSpace.of(view)``).
+        next_ids: [N] the next token of positions 0..N-1 (default ``input_ids[1:]``; the
+            decoder stack: the text, which it must predict at every position).
+        stack: "main" or "decoder" (chooses the readout, see ``comparable``).
     """
     space = space or TokenSpace.of(view)
-    r = comparable(view, hidden, layer_names)
+    r = comparable(view, hidden, layer_names, stack)
     ids = input_ids.cpu().long()
+    nxt = ids[1:] if next_ids is None else next_ids.cpu().long()
     names = tuple(n for n in layer_names if n != FINAL_NORM)
     out: dict[str, list[torch.Tensor]] = {
         key: [] for key in ("top_dot", "top_cos", "own_dot", "own_cos", "next_dot", "next_cos")
@@ -187,7 +207,7 @@ def encoding_walk(
         for m, s in (("dot", dot), ("cos", cos)):
             out[f"top_{m}"].append(s.topk(k, dim=-1).indices)
             out[f"own_{m}"].append(_rank(s, ids))
-            out[f"next_{m}"].append(_rank(s[:-1], ids[1:]))
+            out[f"next_{m}"].append(_rank(s[: len(nxt)], nxt))
     arr = {key: torch.stack(v).numpy().astype(np.int64) for key, v in out.items()}
     return EncodingWalk(
         layer_names=names,
@@ -203,6 +223,7 @@ def encoding_walk(
         leave_cos=_leave(arr["own_cos"] < k),
         arrive_dot=_arrive(arr["next_dot"] < k),
         arrive_cos=_arrive(arr["next_cos"] < k),
+        stack=stack,
     )
 
 
@@ -217,9 +238,10 @@ class DecodingWalk:
         mode: "greedy" or "sample".
         seed: the torch generator seed of sampling (None for greedy).
         temperature: sampling temperature (1.0 for greedy, unused).
-        prompt_length: tokens of the prompt.
+        prompt_length: tokens of the prompt (an encoder-decoder: of the encoder's input).
         tokens: [N] generated token ids.
-        vectors: [N, d] float32 d_t, the final-norm output at the last position.
+        vectors: [N, d] float32 d_t, the final-norm output at the last position (of the
+            decoder for an encoder-decoder).
         logprob: [N] log-probability of each chosen token.
         top_dot, top_cos: [N, k] nearest tokens of d_t (top_dot is the top of the logits).
     """
@@ -249,6 +271,68 @@ class DecodingWalk:
         }
 
 
+Stepper = Callable[[torch.Tensor], torch.Tensor]
+"""Feeds new token ids [1, t] to a model holding its KV cache; returns the final vector
+d [d] (float32, CPU) at the last position, after the final norm."""
+
+
+def _decoder_only_stepper(view: ModelView) -> Stepper:
+    """Steps of a decoder-only model's base, with its KV cache (first call: the prompt)."""
+    keyword = cache_keyword(view)
+    past: Any = None  # the model's KV cache
+
+    def step(ids: torch.Tensor) -> torch.Tensor:
+        nonlocal past
+        out = view.base(input_ids=ids.to(view.device), use_cache=True, **{keyword: past})
+        past = getattr(out, keyword)
+        return out.last_hidden_state[0, -1].float().cpu()
+
+    return step
+
+
+def _seq2seq_stepper(view: ModelView, input_ids: torch.Tensor) -> Stepper:
+    """Steps of an encoder-decoder's decoder, with its KV cache, through the top-level API.
+
+    The encoder reads ``input_ids`` [T] once; each step's decoder tokens attend to that
+    output through cross-attention. d is the decoder's last hidden state (after its final
+    norm, as Hugging Face returns it), which ``view.unembed`` turns into the logits.
+    """
+    keyword = cache_keyword(view)
+    with torch.inference_mode():
+        encoded = view.base(input_ids=input_ids.long().to(view.device)[None]).last_hidden_state
+    past: Any = None
+
+    def step(ids: torch.Tensor) -> torch.Tensor:
+        nonlocal past
+        out = view.model(
+            encoder_outputs=(encoded,),
+            decoder_input_ids=ids.to(view.device),
+            use_cache=True,
+            output_hidden_states=True,
+            **{keyword: past},
+        )
+        past = getattr(out, keyword)
+        return out.decoder_hidden_states[-1][0, -1].float().cpu()
+
+    return step
+
+
+def _start(view: ModelView, input_ids: torch.Tensor) -> tuple[Stepper, torch.Tensor]:
+    """The stepper of a generation and its first input [1, t]: the prompt for a decoder-only
+    model, the start token for an encoder-decoder's decoder (the prompt goes to its encoder)."""
+    if view.is_seq2seq:
+        return _seq2seq_stepper(view, input_ids), torch.tensor([[view.decoder_start()]])
+    return _decoder_only_stepper(view), input_ids.long()[None]
+
+
+def _choose(logits: torch.Tensor, mode: str, temperature: float, gen: torch.Generator) -> int:
+    """The next token from logits [V]: the argmax, or a draw from softmax(logits / T)."""
+    if mode == "greedy":
+        return int(logits.argmax())
+    probs = torch.softmax(logits / temperature, -1)
+    return int(torch.multinomial(probs, 1, generator=gen))
+
+
 def decoding_walk(
     view: ModelView,
     input_ids: torch.Tensor,
@@ -259,14 +343,15 @@ def decoding_walk(
     k: int = 10,
     space: TokenSpace | None = None,
 ) -> DecodingWalk:
-    """Generate n tokens, recording each final vector d_t (decoder-only models).
+    """Generate n tokens, recording each final vector d_t (decoder-only and encoder-decoders).
 
-    The base model runs with its KV cache; its last hidden state (after the final norm)
-    times ``W_U`` gives the logits. Sampling draws from softmax(logits / temperature) with a
-    ``torch.Generator`` seeded by ``seed``.
+    A decoder-only model continues the prompt; an encoder-decoder's decoder generates from
+    its start token, the encoder reading the prompt. KV cache on; d_t (after the final norm)
+    through ``view.unembed`` gives the logits; sampling draws from softmax(logits / T) with
+    a ``torch.Generator`` seeded by ``seed``.
 
     Args:
-        view: a decoder-only model.
+        view: a decoder-only model or an encoder-decoder.
         input_ids: [T] the prompt.
         n: tokens to generate.
         mode: "greedy" or "sample".
@@ -275,35 +360,25 @@ def decoding_walk(
         k: nearest tokens kept per step.
         space: token vectors (default ``TokenSpace.of(view)``).
     """
-    if view.is_encoder:
+    if view.is_encoder and not view.is_seq2seq:
         raise GeomlensError(
-            f"the decoding walk generates text, which needs a decoder-only model; {view.name} "
-            "is an encoder (drop --generate)."
+            f"the decoding walk generates text, which needs a decoder-only model or an "
+            f"encoder-decoder; {view.name} is an encoder (drop --generate)."
         )
     if mode not in ("greedy", "sample"):
         raise GeomlensError(f"decoding mode must be 'greedy' or 'sample', not {mode!r}.")
-    space = space or TokenSpace.of(view)
-    gen = torch.Generator().manual_seed(seed)
-    ids = input_ids.long().to(view.device)[None]
-    past: Any = None  # the model's KV cache
-    keyword = cache_keyword(view)
+    space, gen = space or TokenSpace.of(view), torch.Generator().manual_seed(seed)
+    step, ids = _start(view, input_ids)
     tokens, vectors, logprobs = [], [], []
     with torch.inference_mode():
         for _ in range(n):
-            out = view.base(input_ids=ids, use_cache=True, **{keyword: past})
-            past = getattr(out, keyword)
-            d = out.last_hidden_state[0, -1].float().cpu()
+            d = step(ids)
             logits = view.unembed(d.to(view.device), torch.float64).cpu().squeeze(0)
-            logp = torch.log_softmax(logits, -1)
-            if mode == "greedy":
-                token = int(logits.argmax())
-            else:
-                probs = torch.softmax(logits / temperature, -1)
-                token = int(torch.multinomial(probs, 1, generator=gen))
+            token = _choose(logits, mode, temperature, gen)
             tokens.append(token)
             vectors.append(d)
-            logprobs.append(float(logp[token]))
-            ids = torch.tensor([[token]], device=view.device)
+            logprobs.append(float(torch.log_softmax(logits, -1)[token]))
+            ids = torch.tensor([[token]])
     v = torch.stack(vectors) if vectors else torch.zeros(0, view.d_model)
     dot, cos = space.scores(v)
     kk = min(k, dot.shape[-1])

@@ -74,13 +74,20 @@ def cache_keyword(view: ModelView) -> str:
 
 
 def hidden_states(
-    view: ModelView, input_ids: torch.Tensor, layers: Sequence[int]
+    view: ModelView,
+    input_ids: torch.Tensor,
+    layers: Sequence[int],
+    attention_mask: torch.Tensor | None = None,
 ) -> dict[int, torch.Tensor]:
     """One forward pass of the base model; returns layer -> [B, T, d] for the given layers.
 
     The pass stops after the last requested block, so early layers cost only their share.
+    ``attention_mask`` [B, T] (1 = token, 0 = padding) keeps a bidirectional stack from
+    reading right-padding; causal stacks never read it, so they need none.
     """
     kwargs = base_kwargs(view)
+    if attention_mask is not None:
+        kwargs["attention_mask"] = attention_mask.to(view.device)
     with torch.inference_mode(), recording(view, layers) as record, suppress(_StopForward):
         view.base(input_ids=input_ids.to(view.device), **kwargs)
     return record

@@ -11,6 +11,13 @@ positions falls back to one sequence per choice; a one-row self-check decides.
 
 Prefixes may be token ids or vectors (``inputs_embeds``): the same scorer serves the
 baseline and pyramidal generation.
+
+Encoder-decoders (T5) follow lm-evaluation-harness's seq2seq model instead: the context is
+tokenised with the tokenizer's special tokens (T5 appends ``</s>``), each continuation on
+its own without them; the encoder reads the context once per item, the decoder reads
+``decoder_start + continuation[:-1]`` for every choice (Hugging Face's shift of
+``labels``), and a choice's score is the summed log-probability of its tokens. A prefix
+may also be the encoder output itself (``Row.encoder_output``), which skips the encoder.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from transformers.modeling_outputs import BaseModelOutput
 
 from geomlens.concepts.tasks import TARGET_DELIMITER, Item, Prompt, Task, build_prompt
 from geomlens.errors import GeomlensError
@@ -30,6 +38,7 @@ BATCH_TOKENS = 2048  # padded tokens per forward pass
 MAX_ROWS = 64
 PACK_TOLERANCE = 1e-3
 _PACKING: dict[int, bool] = {}
+FEEDS = ("encoder", "decoder")  # where an encoder-decoder reads the concept vectors
 
 
 @dataclass(frozen=True)
@@ -49,10 +58,15 @@ class Encoded:
 
 @dataclass(frozen=True)
 class Row:
-    """One packed row: a prefix (ids [L] or vectors [L, d]) and the continuations scored."""
+    """One packed row: a prefix (ids [L] or vectors [L, d]) and the continuations scored.
+
+    ``encoder_output`` (encoder-decoders only): the prefix vectors are what the decoder
+    cross-attends to (the encoder is skipped), not the encoder's input.
+    """
 
     prefix: torch.Tensor
     continuations: tuple[tuple[int, ...], ...]
+    encoder_output: bool = False
 
     @property
     def n_prefix(self) -> int:
@@ -64,12 +78,26 @@ class Row:
 
 
 def check_decoder(view: ModelView) -> None:
-    """Refuse models that cannot score a continuation left to right."""
-    if view.is_encoder:  # encoder-decoders' main stack is their encoder
-        kind = "an encoder-decoder" if getattr(view, "is_seq2seq", False) else "an encoder"
+    """Refuse encoder-only models (BERT, MiniLM): nothing in them scores a continuation.
+
+    Decoder-only models and encoder-decoders (whose main stack is the encoder, with a
+    decoder that scores continuations) are accepted.
+    """
+    if view.is_encoder and not getattr(view, "is_seq2seq", False):
         raise GeomlensError(
-            f"the concept-space tests need a decoder-only language model; {view.name} is "
-            f"{kind} ({view.family}) (use e.g. smollm2-135m)."
+            f"the concept-space tests need a decoder-only or encoder-decoder language model; "
+            f"{view.name} is an encoder ({view.family}) (use e.g. smollm2-135m or a T5)."
+        )
+
+
+def check_feed(view: ModelView, feed: str) -> None:
+    """Refuse an unknown ``feed``, and ``feed="decoder"`` for a decoder-only model."""
+    if feed not in FEEDS:
+        raise GeomlensError(f"unknown feed {feed!r}; use one of {', '.join(FEEDS)}.")
+    if feed == "decoder" and not view.is_seq2seq:
+        raise GeomlensError(
+            f"--feed decoder is for encoder-decoder models; {view.name} is decoder-only "
+            "(drop --feed)."
         )
 
 
@@ -92,7 +120,10 @@ def encode_requests(view: ModelView, context: str, continuations: Sequence[str])
     The context's trailing whitespace moves to the front of every continuation; the
     context is tokenised alone, each continuation as the tokens of context + continuation
     after the context's; an empty context becomes one beginning-of-text token.
+    Encoder-decoders follow lm-eval's seq2seq convention instead (``encode_seq2seq``).
     """
+    if view.is_seq2seq:
+        return encode_seq2seq(view, context, continuations)
     ctx_text = context.rstrip()
     moved = context[len(ctx_text) :]
     ctx_ids = tokenize(view, ctx_text)
@@ -109,6 +140,45 @@ def encode_requests(view: ModelView, context: str, continuations: Sequence[str])
         raise GeomlensError(
             f"a context with its answer has {total} tokens, more than {view.name} accepts "
             f"({view.n_ctx}); use fewer --shots or a task with shorter items."
+        )
+    return Encoded(tuple(ctx_ids), tuple(conts), ctx_text)
+
+
+def context_tokens(view: ModelView, text: str) -> list[int]:
+    """An encoder-decoder's context ids: with the tokenizer's special tokens (T5: ``</s>``),
+    unless the text already starts with the prefix token's text (lm-eval's rule)."""
+    tok = view.tokenizer
+    special = not text.startswith(tok.decode(prefix_token(view)))
+    return list(tok(text, add_special_tokens=special)["input_ids"])
+
+
+def encode_seq2seq(view: ModelView, context: str, continuations: Sequence[str]) -> Encoded:
+    """Requests for an encoder-decoder, tokenised as lm-eval's seq2seq model.
+
+    The context's trailing whitespace moves to the front of every continuation; the
+    context is tokenised with special tokens, each continuation on its own without them;
+    an empty context becomes the prefix token. The encoder reads the context, the decoder
+    the continuation, each with its own position limit (``view.n_ctx``).
+    """
+    ctx_text = context.rstrip()
+    moved = context[len(ctx_text) :]
+    conts = [tuple(tokenize(view, moved + c)) for c in continuations]
+    for cont, ids in zip(continuations, conts, strict=True):
+        if not ids:
+            raise GeomlensError(f"continuation {cont!r} tokenises to nothing.")
+    ctx_ids = context_tokens(view, ctx_text) if context else []
+    if not ctx_ids:
+        ctx_ids = [prefix_token(view)]
+    longest = max(len(c) for c in conts)
+    if view.n_ctx is not None and len(ctx_ids) > view.n_ctx:
+        raise GeomlensError(
+            f"a context has {len(ctx_ids)} tokens, more than {view.name}'s encoder accepts "
+            f"({view.n_ctx}); use fewer --shots or a task with shorter items."
+        )
+    if view.n_ctx is not None and longest > view.n_ctx:
+        raise GeomlensError(
+            f"an answer has {longest} tokens, more than {view.name}'s decoder accepts "
+            f"({view.n_ctx}); use a task with shorter answers."
         )
     return Encoded(tuple(ctx_ids), tuple(conts), ctx_text)
 
@@ -232,6 +302,62 @@ def packing_works(view: ModelView, row: Row) -> bool:
     return _PACKING[key]
 
 
+def encoder_memory(view: ModelView, rows: Sequence[Row]) -> tuple[torch.Tensor, torch.Tensor]:
+    """What the decoder cross-attends to for each row: [B, L, d] vectors and a [B, L] mask.
+
+    A row of ids or input vectors goes through the encoder (right-padded, masked); a row
+    marked ``encoder_output`` is taken as it is.
+    """
+    length = max(r.n_prefix for r in rows)
+    memory = torch.zeros(len(rows), length, view.d_model, dtype=view.W_E.dtype, device=view.device)
+    mask = torch.zeros(len(rows), length, dtype=torch.long, device=view.device)
+    for b, row in enumerate(rows):
+        memory[b, : row.n_prefix] = _prefix_embeds(view, row)
+        mask[b, : row.n_prefix] = 1
+    todo = [b for b, r in enumerate(rows) if not r.encoder_output]
+    if todo:
+        model: Any = view.model
+        with torch.inference_mode():
+            out = model.get_encoder()(inputs_embeds=memory[todo], attention_mask=mask[todo])
+        memory[todo] = out.last_hidden_state.to(memory.dtype)
+    return memory, mask
+
+
+def _seq2seq_batch(view: ModelView, rows: Sequence[Row]) -> list[list[float]]:
+    """Score rows on an encoder-decoder: the encoder once per row, the decoder per choice.
+
+    Every choice of every row is one decoder sequence ``start + continuation[:-1]``
+    (right-padded: the decoder is causal), cross-attending to its row's encoder output.
+    """
+    memory, mask = encoder_memory(view, rows)
+    pairs = [(b, j, c) for b, r in enumerate(rows) for j, c in enumerate(r.continuations)]
+    width = max(len(c) for _, _, c in pairs)
+    start = view.decoder_start()
+    dec = torch.full((len(pairs), width), start, dtype=torch.long)
+    for i, (_, _, cont) in enumerate(pairs):
+        dec[i, 1 : len(cont)] = torch.tensor(cont[:-1], dtype=torch.long)
+    owner = torch.tensor([b for b, _, _ in pairs], device=view.device)
+    model: Any = view.model
+    with torch.inference_mode():
+        logits = model(
+            encoder_outputs=BaseModelOutput(last_hidden_state=memory[owner]),
+            attention_mask=mask[owner],
+            decoder_input_ids=dec.to(view.device),
+            use_cache=False,
+        ).logits
+        lp = torch.log_softmax(logits.float(), dim=-1)
+    out = [[0.0] * len(r.continuations) for r in rows]
+    for i, (b, j, cont) in enumerate(pairs):
+        tok = torch.tensor(cont, device=lp.device)
+        out[b][j] = float(lp[i, : len(cont)].gather(1, tok[:, None]).double().sum())
+    return out
+
+
+def _seq2seq_size(row: Row) -> int:
+    """Padded tokens a row costs on an encoder-decoder: its prefix and its choices."""
+    return row.n_prefix + len(row.continuations) * max(len(c) for c in row.continuations)
+
+
 def batches(sizes: Sequence[int], budget: int, max_rows: int = MAX_ROWS) -> list[list[int]]:
     """Row indices grouped longest first so that rows x longest <= budget (one row at least)."""
     order = sorted(range(len(sizes)), key=lambda i: (-sizes[i], i))
@@ -256,10 +382,11 @@ def score_rows(
     """Summed log-probability of every continuation of every row.
 
     Args:
-        view: a decoder-only model.
+        view: a decoder-only model or an encoder-decoder.
         rows: prefixes (ids or vectors) with their continuations.
         batch_tokens: padded tokens per forward pass.
-        pack: True/False forces packed or plain scoring; None decides by a self-check.
+        pack: True/False forces packed or plain scoring; None decides by a self-check
+            (decoder-only models; an encoder-decoder's choices share the encoder pass).
         progress: called with the number of rows finished after each batch.
 
     Returns:
@@ -267,17 +394,34 @@ def score_rows(
     """
     if not rows:
         return []
+    if view.is_seq2seq:
+        return _run_batches(view, rows, _seq2seq_batch, _seq2seq_size, batch_tokens, progress)
     if pack is None:
         pack = packing_works(view, rows[0])
     if pack:
-        sizes = [r.n_packed for r in rows]
-    else:
-        sizes = [
-            len(r.continuations) * (r.n_prefix + max(len(c) for c in r.continuations)) for r in rows
-        ]
+        return _run_batches(view, rows, _packed_batch, _packed_size, batch_tokens, progress)
+    return _run_batches(view, rows, _plain_batch, _plain_size, batch_tokens, progress)
+
+
+def _packed_size(row: Row) -> int:
+    return row.n_packed
+
+
+def _plain_size(row: Row) -> int:
+    return len(row.continuations) * (row.n_prefix + max(len(c) for c in row.continuations))
+
+
+def _run_batches(
+    view: ModelView,
+    rows: Sequence[Row],
+    run: Callable[[ModelView, Sequence[Row]], list[list[float]]],
+    size: Callable[[Row], int],
+    batch_tokens: int,
+    progress: Callable[[int], None] | None,
+) -> list[list[float]]:
+    """Score rows in length-sorted batches of at most ``batch_tokens`` padded tokens."""
     out: list[list[float]] = [[] for _ in rows]
-    run = _packed_batch if pack else _plain_batch
-    for group in batches(sizes, batch_tokens):
+    for group in batches([size(r) for r in rows], batch_tokens):
         for i, scores in zip(group, run(view, [rows[i] for i in group]), strict=True):
             out[i] = scores
         if progress is not None:

@@ -20,10 +20,12 @@ import numpy as np
 
 from geomlens.concepts.baseline import (
     BATCH_TOKENS,
+    FEEDS,
     ChoiceScores,
     Prepared,
     baseline_scores,
     check_decoder,
+    check_feed,
     choice_scores,
     no_context_scores,
     prepare,
@@ -66,6 +68,9 @@ class ConceptsConfig:
         data_dir: where task names are looked up (default: $GEOMLENS_DATA).
         device, dtype: where and in which precision the model runs.
         batch_tokens: padded tokens per forward pass.
+        feed: where an encoder-decoder reads test 1's vectors: "encoder" (its input, in
+            place of the context's token embeddings) or "decoder" (through the encoder's
+            final norm, as the encoder output). Decoder-only models take "encoder" only.
     """
 
     model: str = "smollm2-135m"
@@ -79,6 +84,7 @@ class ConceptsConfig:
     device: str = "cpu"
     dtype: str = "float32"
     batch_tokens: int = BATCH_TOKENS
+    feed: str = "encoder"
 
     def validate(self) -> None:
         if self.limit is not None and self.limit <= 0:
@@ -87,6 +93,8 @@ class ConceptsConfig:
             raise GeomlensError(f"--shots must be 0 or more (got {self.shots}).")
         if self.batch_tokens < 1:
             raise GeomlensError(f"--batch-tokens must be at least 1 (got {self.batch_tokens}).")
+        if self.feed not in FEEDS:
+            raise GeomlensError(f"--feed must be one of {', '.join(FEEDS)} (got {self.feed!r}).")
 
 
 PACKAGED_GRIDS = {"paper": "concept_sweep.yaml", "small": "concept_sweep_small.yaml"}
@@ -245,6 +253,8 @@ def _run_locked(
         "batch_tokens": config.batch_tokens,
         "schemes": [s.key for s in schemes],
     }
+    if config.feed != "encoder":  # the default leaves decoder-only run folders as they were
+        full["feed"] = config.feed
     state = folder.claim(full)
     previous = folder.read_manifest()
     if state == "complete" and previous is not None:
@@ -261,6 +271,7 @@ def _run_locked(
             previous, {"model": model_fingerprint(view.source)}, finished=state == "complete"
         )
     check_decoder(view)
+    check_feed(view, config.feed)
     prepared = prepare(view, task, items, config.shots, config.seed)
     manifest: dict[str, Any] = {
         "command": "concepts",
@@ -274,28 +285,62 @@ def _run_locked(
         "schemes": {s.key: s.to_dict() for s in schemes},
     }
     folder.write_manifest(manifest)
-    timing: dict[str, float] = {}
+    return _score_and_write(
+        config, folder, task, prepared, schemes, view, manifest, progress, figures, started
+    )
+
+
+def _baseline(
+    config: ConceptsConfig,
+    folder: RunFolder,
+    view: ModelView,
+    prepared: Sequence[Prepared],
+    progress: bool,
+    timing: dict[str, float],
+) -> tuple[list[ChoiceScores], list[ChoiceScores]]:
+    """The baseline and the no-context control: read back from predictions.jsonl, or scored
+    (and written there)."""
     pred_path = folder.path / "predictions.jsonl"
     cached = read_predictions(pred_path, prepared)
     if cached is not None:
-        baseline, no_context = cached
-    else:
-        t0 = time.time()
-        bar = _progress(progress)
-        pbar = bar(total=len(prepared), desc="baseline", unit="item") if bar else None
-        baseline = baseline_scores(
-            view,
-            prepared,
-            batch_tokens=config.batch_tokens,
-            progress=pbar.update if pbar is not None else None,
-        )
-        if pbar is not None:
-            pbar.close()
-        timing["baseline_seconds"] = time.time() - t0
-        no_context = no_context_scores(view, prepared, batch_tokens=config.batch_tokens)
-        write_predictions(pred_path, prepared, baseline, no_context)
+        return cached
+    t0 = time.time()
+    bar = _progress(progress)
+    pbar = bar(total=len(prepared), desc="baseline", unit="item") if bar else None
+    baseline = baseline_scores(
+        view,
+        prepared,
+        batch_tokens=config.batch_tokens,
+        progress=pbar.update if pbar is not None else None,
+    )
+    if pbar is not None:
+        pbar.close()
+    timing["baseline_seconds"] = time.time() - t0
+    no_context = no_context_scores(view, prepared, batch_tokens=config.batch_tokens)
+    write_predictions(pred_path, prepared, baseline, no_context)
+    return baseline, no_context
+
+
+def _score_and_write(
+    config: ConceptsConfig,
+    folder: RunFolder,
+    task: Task,
+    prepared: Sequence[Prepared],
+    schemes: list[Scheme],
+    view: ModelView,
+    manifest: dict[str, Any],
+    progress: bool,
+    figures: bool,
+    started: float,
+) -> Run:
+    """Baseline, schemes (through their cache), tables, metrics, figure, final manifest."""
+    timing: dict[str, float] = {}
+    baseline, no_context = _baseline(config, folder, view, prepared, progress, timing)
+    full = manifest["config"]
     identity = {k: full[k] for k in full if k != "schemes"}
     identity["model_fingerprint"] = manifest["model_fingerprint"]
+    if view.is_seq2seq:  # scheme caches of the two feeds never mix
+        identity["feed"] = config.feed
 
     def report(i: int, n: int, scheme: Scheme, cached: bool) -> None:
         if progress:
@@ -313,6 +358,7 @@ def _run_locked(
         config.seed,
         config.batch_tokens,
         on_scheme=report,
+        feed=config.feed,
     )
     timing["schemes_seconds"] = time.time() - t0
     base = baseline_section(prepared, baseline, no_context, config.seed)
@@ -320,33 +366,9 @@ def _run_locked(
     write_text_atomic(folder.path / "sweep_table.md", sweep_markdown(order))
     write_text_atomic(folder.path / "sweep_table.csv", table_csv(order))
     write_text_atomic(folder.path / "top10.md", sweep_markdown(order, top=10))
-    folder.merge_metrics(
-        "concepts",
-        {
-            "task": {"name": task.name, "format": task.format, "fingerprint": task.fingerprint},
-            "shots": config.shots,
-            "seed": config.seed,
-            "baseline": base,
-            "headline": HEADLINE,
-            "headline_means": "scheme accuracy / baseline acc (summed log-likelihood)",
-            "acc_norm_means": "log-likelihood per character of the choice (lm-eval acc_norm)",
-            "acc_bytes_means": "log-likelihood per UTF-8 byte of the choice (lm-eval acc_bytes)",
-            "schemes": {r["label"]: {"key": r["key"], **r["summary"]} for r in order},
-            "ranking": [r["label"] for r in order],
-        },
-    )
+    folder.merge_metrics("concepts", metrics_section(config, task, view, base, order))
     if figures:
-        from geomlens.report.concept_figures import schemes_bar
-        from geomlens.report.figures import save
-
-        fig = schemes_bar(
-            order,
-            baseline_acc=base["acc"] or 0.0,
-            chance=base["chance"],
-            no_context=base["no_context"]["acc"],
-            title=f"{task.name}, {view.name}, {len(items)} items, {config.shots}-shot",
-        )
-        save(fig, folder.path / "figures" / "concepts_schemes.png")
+        _figure(folder, task, view, base, order, len(prepared), config.shots)
     manifest.update(
         status="complete",
         timing={**timing, "wall_seconds": time.time() - started},
@@ -355,6 +377,54 @@ def _run_locked(
     )
     folder.write_manifest(manifest)
     return open_run(folder.path)
+
+
+def metrics_section(
+    config: ConceptsConfig,
+    task: Task,
+    view: ModelView,
+    base: dict[str, Any],
+    order: Sequence[dict[str, Any]],
+) -> dict[str, Any]:
+    """The "concepts" section of metrics.json (``model_kind`` and ``feed`` only for
+    encoder-decoders, so that decoder-only metrics keep their former bytes)."""
+    section: dict[str, Any] = {
+        "task": {"name": task.name, "format": task.format, "fingerprint": task.fingerprint},
+        "shots": config.shots,
+        "seed": config.seed,
+        "baseline": base,
+        "headline": HEADLINE,
+        "headline_means": "scheme accuracy / baseline acc (summed log-likelihood)",
+        "acc_norm_means": "log-likelihood per character of the choice (lm-eval acc_norm)",
+        "acc_bytes_means": "log-likelihood per UTF-8 byte of the choice (lm-eval acc_bytes)",
+        "schemes": {r["label"]: {"key": r["key"], **r["summary"]} for r in order},
+        "ranking": [r["label"] for r in order],
+    }
+    if view.is_seq2seq:
+        section.update(model_kind="encoder-decoder", feed=config.feed)
+    return section
+
+
+def _figure(
+    folder: RunFolder,
+    task: Task,
+    view: ModelView,
+    base: dict[str, Any],
+    order: Sequence[dict[str, Any]],
+    n_items: int,
+    shots: int,
+) -> None:
+    from geomlens.report.concept_figures import schemes_bar
+    from geomlens.report.figures import save
+
+    fig = schemes_bar(
+        order,
+        baseline_acc=base["acc"] or 0.0,
+        chance=base["chance"],
+        no_context=base["no_context"]["acc"],
+        title=f"{task.name}, {view.name}, {n_items} items, {shots}-shot",
+    )
+    save(fig, folder.path / "figures" / "concepts_schemes.png")
 
 
 def summary_lines(run: Run) -> list[str]:

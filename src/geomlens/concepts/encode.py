@@ -4,6 +4,10 @@ The context text (the K solved examples and the query, joined by blank lines) is
 tokenised once, exactly as the baseline tokenises it; segments are runs of those tokens
 (a token belongs to the block and sentence holding its first non-space character), so
 the segments of a context always concatenate to the baseline's context tokens.
+
+On an encoder-decoder the vectors come from the encoder stack (its hidden-state layers,
+0 = the encoder's input embedding); the context tokens there end with the tokenizer's
+special tokens (T5's ``</s>``), which join the last segment.
 """
 
 from __future__ import annotations
@@ -57,8 +61,9 @@ def token_segments(
     """Token spans per block: one span per block, or one per sentence of each block."""
     text = enc.context_text
     n = len(enc.context)
+    special = view.is_seq2seq  # an encoder-decoder's context keeps its special tokens
     try:
-        out = view.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        out = view.tokenizer(text, add_special_tokens=special, return_offsets_mapping=True)
         offsets = list(out["offset_mapping"])
         ids = list(out["input_ids"])
     except (NotImplementedError, KeyError, TypeError, ValueError):
@@ -95,7 +100,7 @@ def segments_for(
     """Token spans per block for the scheme's segmentation."""
     if scheme.segment == "concat_all_examples":
         return [[(0, len(enc.context))]]
-    if scheme.segment == "segment_tokens":
+    if scheme.segment in ("segment_tokens", "concat_tokens"):
         spans = token_segments(view, enc, blocks, by_sentence=False)
         return [[(t, t + 1) for a, b in block for t in range(a, b)] for block in spans]
     return token_segments(view, enc, blocks, by_sentence=scheme.segment == "segment_sentences")
@@ -108,7 +113,8 @@ def layer_vectors(
 
     Layer 0 is the model's input embedding of the tokens; layer l >= 1 is block l's
     output (no final norm). Sequences are right-padded in length-sorted batches (the
-    model is causal, so padding after a sequence does not change its vectors).
+    model is causal, so padding after a sequence does not change its vectors; an
+    encoder-decoder's encoder is not causal, so it gets an attention mask).
     """
     if layer == 0:
         return [embed_ids(view, torch.tensor(list(s), dtype=torch.long)) for s in seqs]
@@ -117,9 +123,11 @@ def layer_vectors(
     for group in batches([len(s) for s in seqs], batch_tokens):
         width = len(seqs[group[0]])
         ids = torch.full((len(group), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(group), width), dtype=torch.long)
         for r, i in enumerate(group):
             ids[r, : len(seqs[i])] = torch.tensor(list(seqs[i]), dtype=torch.long)
-        h = hidden_states(view, ids, [layer])[layer]
+            mask[r, : len(seqs[i])] = 1
+        h = hidden_states(view, ids, [layer], mask if view.is_seq2seq else None)[layer]
         for r, i in enumerate(group):
             out[i] = h[r, : len(seqs[i])]
     return out

@@ -7,6 +7,8 @@ choice's similarity to the context, so lm-eval's ``acc`` is the test's accuracy;
 ``acc_norm`` divides a similarity by a length and means nothing there). Requests that
 share a context are scored together, one packed forward pass per context. Few-shot
 blocks are the context's parts between blank lines (lm-eval's default delimiter).
+Encoder-decoders (T5) are scored as lm-eval's own seq2seq model scores them, and
+``feed`` says where test 1's vectors go (see ``concepts.pyramidal``).
 
 Use it from Python::
 
@@ -30,6 +32,7 @@ from geomlens.concepts.baseline import (
     Prepared,
     baseline_rows,
     check_decoder,
+    check_feed,
     encode_requests,
     score_rows,
 )
@@ -56,8 +59,12 @@ def score_requests(
     pairs: Sequence[tuple[str, str]],
     scheme: Scheme | None = None,
     batch_tokens: int = BATCH_TOKENS,
+    feed: str = "encoder",
 ) -> list[float]:
-    """A score per (context, continuation): log-likelihood, or similarity for test 2."""
+    """A score per (context, continuation): log-likelihood, or similarity for test 2.
+
+    ``feed``: where an encoder-decoder reads test 1's vectors ("encoder" or "decoder").
+    """
     groups: dict[str, list[int]] = {}
     for i, (context, _) in enumerate(pairs):
         groups.setdefault(context, []).append(i)
@@ -74,7 +81,7 @@ def score_requests(
     elif scheme.test == "pyramidal":
         per_group = [
             list(s.loglik)
-            for s in pyramidal_scores(view, scheme, prepared, batch_tokens=batch_tokens)
+            for s in pyramidal_scores(view, scheme, prepared, batch_tokens=batch_tokens, feed=feed)
         ]
     else:
         per_group = [
@@ -96,6 +103,7 @@ class GeomlensLM(_LMBase):  # type: ignore[misc,valid-type]
         view: a model already loaded.
         device, dtype: where and how the model loads.
         batch_tokens: padded tokens per forward pass.
+        feed: "encoder" or "decoder", where an encoder-decoder reads test 1's vectors.
     """
 
     def __init__(
@@ -106,6 +114,7 @@ class GeomlensLM(_LMBase):  # type: ignore[misc,valid-type]
         device: str = "cpu",
         dtype: str = "float32",
         batch_tokens: int | str = BATCH_TOKENS,
+        feed: str = "encoder",
         **_: Any,
     ) -> None:
         if not lm_eval_available():
@@ -116,12 +125,14 @@ class GeomlensLM(_LMBase):  # type: ignore[misc,valid-type]
         super().__init__()
         self.view = view or load_model(model, device=device, dtype=dtype)
         check_decoder(self.view)
+        check_feed(self.view, feed)
+        self.feed = feed
         self.scheme = parse_scheme(scheme) if isinstance(scheme, str) else scheme
         self.batch_tokens = int(batch_tokens)
 
     def loglikelihood(self, requests: Any, disable_tqdm: bool = False) -> list[tuple[float, bool]]:
         pairs = [tuple(r.args[:2]) for r in requests]
-        scores = score_requests(self.view, pairs, self.scheme, self.batch_tokens)
+        scores = score_requests(self.view, pairs, self.scheme, self.batch_tokens, self.feed)
         return [(s, False) for s in scores]
 
     def loglikelihood_rolling(self, requests: Any, disable_tqdm: bool = False) -> list[float]:

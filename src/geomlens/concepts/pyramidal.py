@@ -6,25 +6,51 @@ embeddings are fed to the model as ``inputs_embeds``; the choice's log-likelihoo
 the answer, exactly as in the baseline. With one-token segments at layer E and no
 aggregation the vectors are the context's own token embeddings, and test 1 reproduces
 the baseline.
+
+On an encoder-decoder the vectors come from the encoder and go where ``feed`` says:
+"encoder" (the encoder's ``inputs_embeds`` in place of the context's token embeddings;
+the decoder reads the encoder's output as usual) or "decoder" (through the encoder's
+final norm, they are the encoder output the decoder cross-attends to; the encoder is
+skipped). The decoder then scores each choice.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import torch
+
 from geomlens.concepts.baseline import (
     BATCH_TOKENS,
     ChoiceScores,
     Prepared,
     Row,
+    check_feed,
     choice_scores,
     score_rows,
 )
 from geomlens.concepts.encode import aggregate_context, segment_token_vectors, segments_for
 from geomlens.concepts.schemes import Scheme, resolve_layer
+from geomlens.errors import GeomlensError
 from geomlens.models.view import ModelView
 
 CHUNK = 32  # items whose vectors are held at once
+
+
+def context_row(view: ModelView, vectors: torch.Tensor, prepared: Prepared, feed: str) -> Row:
+    """The scored row of one item: its concept vectors [M, d] and its continuations.
+
+    With ``feed="decoder"`` (encoder-decoders) the vectors pass through the encoder's final
+    norm and are marked as the encoder output.
+    """
+    if feed != "decoder":
+        return Row(vectors, prepared.enc.continuations)
+    norm = view.encoder_final_norm
+    if norm is None:
+        raise GeomlensError(f"{view.name} has no encoder final norm to feed the decoder with.")
+    with torch.inference_mode():
+        memory = norm(vectors.to(view.device, dtype=view.W_E.dtype))
+    return Row(memory, prepared.enc.continuations, encoder_output=True)
 
 
 def pyramidal_scores(
@@ -34,8 +60,13 @@ def pyramidal_scores(
     *,
     batch_tokens: int = BATCH_TOKENS,
     progress: Callable[[int], None] | None = None,
+    feed: str = "encoder",
 ) -> list[ChoiceScores]:
-    """Per item, the log-likelihood of each choice after the context's concept vectors."""
+    """Per item, the log-likelihood of each choice after the context's concept vectors.
+
+    ``feed`` (encoder-decoders): "encoder" or "decoder", see the module docstring.
+    """
+    check_feed(view, feed)
     scheme = scheme.validate()
     layer = resolve_layer(scheme.layer, view.n_layers)
     out: list[ChoiceScores] = []
@@ -46,7 +77,7 @@ def pyramidal_scores(
             view, scheme, layer, [p.enc for p in chunk], spans, batch_tokens
         )
         rows = [
-            Row(aggregate_context(scheme, v), p.enc.continuations)
+            context_row(view, aggregate_context(scheme, v), p, feed)
             for p, v in zip(chunk, vecs, strict=True)
         ]
         ll = score_rows(view, rows, batch_tokens=batch_tokens)

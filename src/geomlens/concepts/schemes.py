@@ -24,6 +24,7 @@ SEGMENTS = (
     "segment_each_example",
     "concat_each_example",
     "concat_all_examples",
+    "concat_tokens",
 )
 EXAMPLE_AGGS = ("mean", "none", "soft_cluster")
 SIMILARITIES = ("dot", "cos")
@@ -59,10 +60,12 @@ class Scheme:
     Attributes:
         test: "pyramidal" (test 1: vectors fed as inputs_embeds, the choice's
             log-likelihood decides) or "similarity" (test 2: closest choice vector).
-        segment: how the context splits into segments (see ``SEGMENTS``).
+        segment: how the context splits into segments (see ``SEGMENTS``;
+            ``concat_tokens``: the whole context in one pass, every token its own segment).
         layer: ENCODING_LAYER: "E" (input embeddings), an integer hidden-state layer
             (layer l is the output of the l-th block, without the final norm), a
             negative index from the top (-1: the last block), or "middle" (n_layers // 2).
+            On an encoder-decoder these are the encoder's layers.
         word_agg: WORD_AGG, tokens of a segment to one vector.
         norm: NORM applied to each segment vector (and, in test 2, to choice vectors).
         segment_agg: SEGMENT_AGG, a block's segment vectors: "mean" or "none".
@@ -144,6 +147,7 @@ class Scheme:
             "segment_each_example": "each_example",
             "concat_each_example": "concat_each",
             "concat_all_examples": "concat_all",
+            "concat_tokens": "concat_tokens",
         }[s.segment]
         parts = [short, s.layer, s.word_agg, s.norm, s.segment_agg, s.example_agg]
         if s.test == "similarity":

@@ -6,6 +6,9 @@ into one vector (OUT_ENCODING_LAYER, OUT_WORD_AGG, the same NORM). A choice's sc
 its best similarity (dot product or cosine) over the context vectors; with EXAMPLE_AGG
 "soft_cluster" the context vectors are first averaged with weights
 ``softmax_i(v_i . c)`` against the choice vector c.
+
+On an encoder-decoder both the context and the choices are encoded by the encoder (its
+hidden-state layers); nothing is fed to the decoder, so the run's ``feed`` plays no part.
 """
 
 from __future__ import annotations

@@ -73,8 +73,12 @@ def evaluate(
     seed: int,
     batch_tokens: int = BATCH_TOKENS,
     progress: Callable[[int], None] | None = None,
+    feed: str = "encoder",
 ) -> dict[str, Any]:
-    """Run one scheme on the prepared items: per-item scores and predictions, and summary."""
+    """Run one scheme on the prepared items: per-item scores and predictions, and summary.
+
+    ``feed``: where an encoder-decoder reads test 1's vectors ("encoder" or "decoder").
+    """
     gold = np.array([p.item.gold for p in prepared])
     base_pred = [b.predictions() for b in baseline]
     base = {
@@ -83,7 +87,7 @@ def evaluate(
     result: dict[str, Any] = {"key": scheme.key, "label": scheme.label, "scheme": scheme.to_dict()}
     if scheme.test == "pyramidal":
         scores = pyramidal_scores(
-            view, scheme, prepared, batch_tokens=batch_tokens, progress=progress
+            view, scheme, prepared, batch_tokens=batch_tokens, progress=progress, feed=feed
         )
         preds = [s.predictions() for s in scores]
         correct = {k: np.array([p[k] for p in preds]) == gold for k in base}
@@ -139,8 +143,12 @@ def run_schemes(
     seed: int,
     batch_tokens: int = BATCH_TOKENS,
     on_scheme: Callable[[int, int, Scheme, bool], None] | None = None,
+    feed: str = "encoder",
 ) -> tuple[list[dict[str, Any]], int]:
-    """Results of every scheme (cached ones read back); returns them and how many ran."""
+    """Results of every scheme (cached ones read back); returns them and how many ran.
+
+    ``identity`` must name ``feed`` wherever it matters, so that caches never mix feeds.
+    """
     results, computed = [], 0
     (folder / "schemes").mkdir(parents=True, exist_ok=True)
     for i, scheme in enumerate(schemes):
@@ -148,7 +156,7 @@ def run_schemes(
         if on_scheme is not None:
             on_scheme(i, len(schemes), scheme, cached is not None)
         if cached is None:
-            cached = evaluate(view, scheme, prepared, baseline, seed, batch_tokens)
+            cached = evaluate(view, scheme, prepared, baseline, seed, batch_tokens, feed=feed)
             write_json(cache_path(folder, scheme), {"identity": identity, "result": cached})
             computed += 1
         results.append(cached)

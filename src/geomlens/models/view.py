@@ -16,6 +16,8 @@ import torch
 from torch import nn
 from transformers.activations import ACT2FN
 
+from geomlens.errors import GeomlensError
+
 NormKind = Literal["layernorm", "rmsnorm"]
 PositionKind = Literal["learned", "rotary", "alibi", "t5-relative"]
 
@@ -364,6 +366,7 @@ class ModelView:
         source: where the weights were read from (a folder or GGUF file).
         encoder_final_norm: for encoder-decoders, the encoder stack's final norm (the
             view's ``final_norm`` is the decoder's), else None.
+        decoder_start_token_id: for encoder-decoders, the decoder's first input token.
     """
 
     name: str
@@ -393,11 +396,34 @@ class ModelView:
     unembedding_scale: float = 1.0
     logit_softcap: float | None = None
     encoder_final_norm: NormView | None = None
+    decoder_start_token_id: int | None = None
+
+    def decoder_start(self) -> int:
+        """The token an encoder-decoder's decoder starts from (Hugging Face's shift of the
+        labels); refused in one sentence for a model whose config names none."""
+        if self.decoder_start_token_id is None:
+            raise GeomlensError(
+                f"{self.name} has no decoder start token: its config.json needs "
+                "decoder_start_token_id (T5 uses its padding token, 0)."
+            )
+        return self.decoder_start_token_id
 
     @property
     def is_seq2seq(self) -> bool:
         """Whether the model is an encoder-decoder (the main stack is the encoder)."""
         return bool(self.decoder_blocks)
+
+    @property
+    def kind(self) -> str:
+        """ "decoder" (decoder-only), "encoder" (encoder-only) or "encoder-decoder"."""
+        if self.is_seq2seq:
+            return "encoder-decoder"
+        return "encoder" if self.is_encoder else "decoder"
+
+    @property
+    def generates(self) -> bool:
+        """Whether the model generates text (decoder-only and encoder-decoder models)."""
+        return self.kind != "encoder"
 
     @property
     def readout_norm(self) -> NormView | None:

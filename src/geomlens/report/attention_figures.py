@@ -23,6 +23,7 @@ PART_COLOURS = {
     "ctx_pos": "#2ca02c",
     "ctx_ctx": "#ff7f0e",
     "rest": "#bbbbbb",
+    "pos_bias": "#17becf",
 }
 SPLIT_PARTS = ("same_token", "neighbours", "induction", "other")
 SPLIT_COLOURS = ("#2ca02c", "#1f77b4", "#d62728", "#bbbbbb")

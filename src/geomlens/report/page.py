@@ -47,9 +47,13 @@ CAPTIONS = {
     "sphere_trajectory": "The last token's path among token embeddings (UMAP)",
     "walk_similarity_cos": "Cosine similarity between positions per layer",
     "walk_similarity_dot": "Dot-product similarity between positions per layer",
+    "walk_encoding_ranks_decoder": "Decoder stack: rank of a position's own and next token",
+    "walk_encoding_table_decoder": "Decoder stack: nearest tokens along the encoding walk",
     "walk_encoding_ranks": "Rank of a position's own and next token along the layers",
     "walk_encoding_table": "Nearest tokens along the encoding walk",
     "walk_decoding": "Decoding walks among token embeddings",
+    "walk_kernels_decoder": "Decoder self-attention: mean attention by relative offset",
+    "walk_kernels_cross": "Cross-attention: mean attention by offset (decoder i - encoder j)",
     "walk_kernels": "Mean attention by relative offset (position kernels)",
     "walk_head_norms": "Per-head output norms (refactoring check)",
     "concepts_schemes": "Concept-space schemes against the model's baseline",
@@ -370,9 +374,10 @@ def walk_section(run: Run) -> str:
         "Per-head outputs O = sum_h A_h X W_vo,h rebuild the attention output to "
         f"{ref['max_rel_err']:.1e}.",
     ]
-    if w.get("decoding"):
-        for mode, d in w["decoding"].items():
-            lines.append(f"Decoding walk ({mode}): {d.get('text', '')!r}")
+    if w.get("decoder"):
+        lines += decoder_readings(w["decoder"], kern)
+    for mode, d in (w.get("decoding") or (w.get("decoder") or {}).get("decoding") or {}).items():
+        lines.append(f"Decoding walk ({mode}): {d.get('text', '')!r}")
     sim_rows = [
         [r["layer"], r["mean_cos"], r["mean_cos_adjacent"], r["section_contrast"], r["mean_norm"]]
         for r in w["similarity"]["layers"]
@@ -389,6 +394,43 @@ def walk_section(run: Run) -> str:
             static_figures(folder, ("walk_",)),
         ]
     )
+
+
+def far_reading(name: str, numbers: dict[str, Any] | None) -> str | None:
+    """One clause on far-position amplification of a kernel, or None where not measured."""
+    far = (numbers or {}).get("far_position", numbers) or {}
+    fraction = far.get("far_amplification_fraction")
+    if fraction is None:
+        return None
+    return f"{name} {pct(fraction)}"
+
+
+def decoder_readings(d: dict[str, Any], encoder_kernels: dict[str, Any]) -> list[str]:
+    """The walk's lines for an encoder-decoder's decoder stack and cross-attention."""
+    enc, own, cross = d["encoding"], d["kernels"], d["cross_attention"]
+    lines = [
+        f"Decoder stack (teacher-forced on the text): {pct(1 - enc['cos']['frac_never_leave'])} "
+        f"of positions see their own token leave the top-{enc['k']} nearest tokens, at median "
+        f"layer {enc['cos']['leave_layer_median']}.",
+        f"Negative self-bias: decoder self-attention {pct(own['negative_self_bias_fraction'])} "
+        f"of heads, cross-attention {pct(cross['negative_self_bias_fraction'])} (offset "
+        "i - j between decoder and encoder positions).",
+    ]
+    far = [
+        far_reading("encoder bias table", encoder_kernels.get("bias_table")),
+        far_reading("decoder bias table", own.get("bias_table")),
+        far_reading("measured encoder attention", encoder_kernels),
+        far_reading("measured decoder attention", own),
+        far_reading("cross-attention", cross),
+    ]
+    shown = [x for x in far if x]
+    if shown:
+        lines.append(
+            "Heads that weigh far offsets (32-63) above middle ones (8-31): "
+            + ", ".join(shown)
+            + "."
+        )
+    return lines
 
 
 def concepts_section(run: Run) -> str:
@@ -481,11 +523,21 @@ def present(run: Run, anchor: str) -> bool:
     return anchor in run.metrics
 
 
+def stack_note(run: Run, anchor: str) -> str:
+    """For an encoder-decoder, which stack the section's numbers come from ("" otherwise)."""
+    stacks = run.metrics.get("stacks") or {}
+    if anchor == "attention":
+        anchor = "attention" if "attention" in stacks else "induction"
+    if anchor not in stacks:
+        return ""
+    return f'<p class="note stack">Stack: {escape(stacks[anchor])}.</p>'
+
+
 def build_page(run: Run) -> str:
     """The whole page as one HTML string."""
     shown = [(a, t) for a, t in SECTIONS if present(run, a)]
     nav = "".join(f'<a href="#{a}">{escape(t)}</a>' for a, t in shown)
-    body = "".join(section(a, t, BUILDERS[a](run)) for a, t in shown)
+    body = "".join(section(a, t, stack_note(run, a) + BUILDERS[a](run)) for a, t in shown)
     model = run.manifest.get("model", {}).get("name", run.config.get("model"))
     title = f"geomlens report: {model} on {run.config.get('corpus')}"
     return (

@@ -29,6 +29,11 @@ def _pick(names: Sequence[str], n: int) -> list[int]:
     return pick_layers(list(range(len(names))), n)
 
 
+def _of(stack: str) -> str:
+    """ " (decoder stack)" and the like in titles; nothing for a model's only stack."""
+    return "" if stack == "main" else f" ({stack} stack)"
+
+
 def similarity_grid(maps: SimilarityMaps, metric: str = "cos") -> Figure:
     """Up to six layers' T x T maps (cosine on [-1, 1]; inner products per panel)."""
     idx = _pick(maps.layer_names, 6)
@@ -115,7 +120,9 @@ def walk_ranks_figure(walk: EncodingWalk) -> Figure:
     ax.set_ylabel(f"share of positions in top {walk.k}")
     ax.set_ylim(0, 1.02)
     ax.legend(fontsize=7)
-    ax.set_title("encoding walk: own and next token among the nearest", fontsize=9)
+    ax.set_title(
+        f"encoding walk{_of(walk.stack)}: own and next token among the nearest", fontsize=9
+    )
     left = walk.leave_cos[walk.leave_cos >= 0]
     hist.hist(left, bins=np.arange(len(x) + 1) - 0.5, color="#1f77b4")
     hist.set_xlabel("leave layer (cos)")
@@ -148,7 +155,7 @@ def walk_table_figure(
     )
     table.auto_set_font_size(False)
     table.set_fontsize(7)
-    ax.set_title("encoding walk: nearest token by cosine", fontsize=9)
+    ax.set_title(f"encoding walk{_of(walk.stack)}: nearest token by cosine", fontsize=9)
     return fig
 
 
@@ -171,15 +178,29 @@ def decoding_figure(proj: WalkProjection, token_labels: Sequence[str]) -> Figure
     return fig
 
 
-def kernels_figure(kernel: EmpiricalKernel, biases: Sequence[BiasKernel] = ()) -> Figure:
+KERNEL_TITLES = {
+    "main": "empirical kernels",
+    "encoder": "encoder self-attention",
+    "decoder": "decoder self-attention",
+    "cross": "cross-attention (decoder i, encoder j)",
+}
+
+
+def kernels_figure(
+    kernel: EmpiricalKernel, biases: Sequence[BiasKernel] = (), attention: str = "main"
+) -> Figure:
     """Mean attention by offset per layer (head mean), negative self-bias heads, the model's
-    own position biases (T5 buckets, ALiBi)."""
+    own position biases (T5 buckets, ALiBi).
+
+    ``attention`` names the kernel ("main", "encoder", "decoder" or "cross"); the
+    cross-attention's kernel is drawn at every offset (both signs), the others at delta >= 0.
+    """
     n = 3 if biases else 2
     fig = new_figure(4.2 * n, 3.6)
     axes = fig.subplots(1, n)
     cmap = colormaps["viridis"]
     L = kernel.attn.shape[0]
-    keep = kernel.offsets >= 0
+    keep = kernel.offsets >= (kernel.offsets.min() if attention == "cross" else 0)
     for l in range(L):
         axes[0].plot(
             kernel.offsets[keep], kernel.attn[l].mean(0)[keep], color=cmap(l / max(L - 1, 1))
@@ -187,7 +208,8 @@ def kernels_figure(kernel: EmpiricalKernel, biases: Sequence[BiasKernel] = ()) -
     axes[0].set_yscale("log")
     axes[0].set_xlabel("offset i - j")
     axes[0].set_ylabel("mean attention (head mean)")
-    axes[0].set_title(f"empirical kernels ({kernel.n_windows} windows)", fontsize=9)
+    title = KERNEL_TITLES.get(attention, attention)
+    axes[0].set_title(f"{title} ({kernel.n_windows} windows)", fontsize=9)
     neg = kernel.negative_self_bias()
     axes[1].imshow(neg.T, aspect="auto", cmap="Greys", vmin=0, vmax=1)
     axes[1].set_xlabel("layer")

@@ -147,6 +147,27 @@ def unembedding_scale(config: Any) -> float:
     return float(config.d_model) ** -0.5 if scaled else 1.0
 
 
+def max_positions(config: Any) -> int | None:
+    """The longest input T5 accepts: ``n_positions`` where the config records it (512 in
+    every released checkpoint), else None.
+
+    The bucketed relative bias is defined at any length, but the model was trained at this
+    length and its tokenizer's ``model_max_length`` says the same; longer inputs are refused
+    as for any model with a position limit.
+    """
+    n = getattr(config, "n_positions", None)
+    return int(n) if n else None
+
+
+def start_token(model: Any) -> int | None:
+    """The decoder's first input: the config's ``decoder_start_token_id`` (T5: the padding
+    token), else the generation config's, else None."""
+    token = getattr(model.config, "decoder_start_token_id", None)
+    if token is None:
+        token = getattr(getattr(model, "generation_config", None), "decoder_start_token_id", None)
+    return None if token is None else int(token)
+
+
 def build_t5(model: Any, tokenizer: Any, name: str, source: str) -> ModelView:
     """The view of a ``T5ForConditionalGeneration`` (or ``T5Model``/``T5EncoderModel``)."""
     config = model.config
@@ -158,7 +179,7 @@ def build_t5(model: Any, tokenizer: Any, name: str, source: str) -> ModelView:
         n_heads=config.num_heads,
         n_kv_heads=config.num_heads,
         d_head=config.d_kv,
-        n_ctx=None,
+        n_ctx=max_positions(config),
     )
     blocks = t5_blocks(encoder, config, dims, causal=False)
     decoder_blocks = [] if decoder is None else t5_blocks(decoder, config, dims, causal=True)
@@ -179,7 +200,7 @@ def build_t5(model: Any, tokenizer: Any, name: str, source: str) -> ModelView:
         n_heads=dims.n_heads,
         n_kv_heads=dims.n_kv_heads,
         d_head=dims.d_head,
-        n_ctx=None,
+        n_ctx=dims.n_ctx,
         W_E=W_E,
         W_pos=None,
         W_U=W_U,
@@ -197,6 +218,7 @@ def build_t5(model: Any, tokenizer: Any, name: str, source: str) -> ModelView:
         is_encoder=True,
         source=source,
         decoder_blocks=tuple(decoder_blocks),
+        decoder_start_token_id=None if decoder is None else start_token(model),
     )
 
 
