@@ -102,7 +102,7 @@ def staged(stages: list[tuple[str, str, StageFactory]], progress: bool) -> Stage
         folder: RunFolder, view: ModelView, windows: Windows, acc: DecompositionAccumulator
     ) -> None:
         record = folder.path / "stages.json"
-        if view.is_seq2seq:
+        if view is not None and view.is_seq2seq:  # (stage tests run without a model)
             folder.merge_metrics("stacks", SEQ2SEQ_STACKS)
         done = finished_stages(folder, [name for name, _, _ in stages])
         for i, (name, title, factory) in enumerate(stages, start=1):
