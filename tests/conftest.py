@@ -1,10 +1,37 @@
-"""Shared fixtures: each real model is loaded once per test session."""
+"""Shared fixtures: each real model is loaded once per test session; the BIG-bench tasks
+the concept tests read are found (or built once) before any test module is collected."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
+import platformdirs
 import pytest
 
 from geomlens.models import ModelView, load_model
+
+
+def task_data() -> Path:
+    """The folder holding ``bigbench/``: ``$GEOMLENS_DATA``, else ``../shared/data`` beside
+    the repository, else a cache built once from the bigbench package on PyPI (a clean
+    machine; about 5 minutes, then reused). ``NOTICE.md`` is written last, so a folder
+    without it is an interrupted build and is built again."""
+    given = os.environ.get("GEOMLENS_DATA")
+    if given:
+        return Path(given)
+    beside = Path(__file__).resolve().parents[2] / "shared" / "data"
+    if (beside / "bigbench").is_dir():
+        return beside
+    cache = Path(platformdirs.user_cache_dir("geomlens")) / "data"
+    if not (cache / "bigbench" / "NOTICE.md").is_file():
+        from geomlens.concepts.data import fetch_bigbench
+
+        fetch_bigbench(cache / "bigbench")
+    return cache
+
+
+os.environ["GEOMLENS_DATA"] = str(task_data())
 
 
 @pytest.fixture(scope="session")
