@@ -11,7 +11,7 @@ parts add up to the model's own logits (checked here in float64). See docs/atten
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -19,7 +19,7 @@ import numpy.typing as npt
 import torch
 
 from geomlens.errors import GeomlensError
-from geomlens.models.view import BlockView, ModelView
+from geomlens.models.view import BlockView, HeadWeights, ModelView
 from geomlens.stats.decomposition import DecompositionStats
 
 Array = npt.NDArray[np.float64]
@@ -53,14 +53,17 @@ class AttentionParts:
             the keys of each query row (only what changes the softmax).
         logit_var: [H] variance of the real logits over the same pairs.
         heatmap_head: the head of ``heatmaps``.
-        heatmaps: [P, T, T] mean over contexts of |part| for ``heatmap_head`` (nan where
-            masked: j > i for causal models).
+        heatmaps: [P, nb, nb] mean over contexts of |part| for ``heatmap_head``, nan where
+            masked (j > i for causal models). nb = T for T <= ``HEATMAP_MAX`` (256); longer
+            windows are averaged over square bins of ``heatmap_bin`` positions per side
+            (over a bin's unmasked pairs), so nb = ceil(T / heatmap_bin) <= 256.
         max_rel_error: max |sum of parts - real logits| / max |real logits| over every
             (c, h, i, j), or nan when not checked.
         causal: whether the model masks future keys.
         skip_first: whether position 0 was left out of the decomposition (its rows and
             columns are then not in the variances).
         n_contexts: C; n_positions: T (all positions the model saw).
+        heatmap_bin: side of the heatmaps' square bins in positions (1: one pixel a pair).
     """
 
     layer: int
@@ -76,6 +79,7 @@ class AttentionParts:
     skip_first: bool
     n_contexts: int
     n_positions: int
+    heatmap_bin: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able numbers (heatmaps left out)."""
@@ -187,29 +191,42 @@ def real_logits(view: ModelView, layer: int, hidden: torch.Tensor) -> torch.Tens
 
 # --------------------------------------------------------------------------- the split
 
+PART_BLOCK_BYTES = 16 * 2**20
+"""Budget of one query block in ``attention_parts``: the float64 parts [B, rows, T, P] of
+one head for ``rows`` query rows stay under it (at least one row). A block and at most one
+same-sized temporary exist at once, so the split's working set is about twice this,
+whatever T and the number of heads."""
 
-def split_logits(
+HEATMAP_MAX = 256
+"""Heatmaps of windows longer than this are averaged over square bins, at most this many
+bins per side (unchanged for T <= HEATMAP_MAX)."""
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    """A batch of windows through the norm.
+
+    Attributes:
+        pos, ctx, other: [B, T, d] float64 normalised parts (they sum to the normalised
+            input; ``other`` holds mu, the residual and the norm bias).
+        real: [B, T, d] float64 the normalised input as the model computes it (the norm
+            module in its own dtype): what the exactness check starts from.
+    """
+
+    pos: torch.Tensor
+    ctx: torch.Tensor
+    other: torch.Tensor
+    real: torch.Tensor
+
+
+def _split_inputs(
     view: ModelView,
     layer: int,
     hidden: torch.Tensor,
     stats: DecompositionStats,
-    contexts: Sequence[int] | npt.NDArray[np.integer] | None = None,
-) -> dict[str, torch.Tensor]:
-    """The logit parts of every head for a batch of windows, in float64.
-
-    Args:
-        view: the model.
-        layer: block index; ``stats`` must be of hidden-state layer ``layer``.
-        hidden: [C, T, d] the block's input for the windows of ``stats`` (or a subset).
-        stats: the decomposition of hidden-state layer ``layer`` over the same windows.
-        contexts: which rows of ``stats.ctx`` the rows of ``hidden`` are (default: all, in
-            order).
-
-    Returns:
-        part name (``parts_of(block)``) -> [C, H, T, T] float64; the parts sum to
-        ``real_logits``. Positions the decomposition skipped get pos = 0 (their positional
-        part falls into resid). A position bias is its own part, ``BIAS_PART``.
-    """
+    contexts: Sequence[int] | npt.NDArray[np.integer] | None,
+) -> _Inputs:
+    """Decompose [B, T, d] block inputs by ``stats`` and pass the parts through the norm."""
     block = view.blocks[layer]
     _check_supported(view, block)
     if stats.layer != layer:
@@ -228,39 +245,100 @@ def split_logits(
     pos[torch.as_tensor(positions, device=dev)] = torch.as_tensor(stats.pos, device=dev).double()
     ctx = torch.as_tensor(stats.ctx[idx], dtype=torch.float64, device=dev)[:, None, :]
     resid = h - mu - pos - ctx
-
     (n_mu, n_pos, n_ctx, n_res), beta = _normalise_parts(block, h, [mu, pos, ctx, resid])
     other = n_mu + n_res + (0.0 if beta is None else beta)
+    norm = block.attn_input_norm
+    with torch.inference_mode():
+        raw = hidden.to(dev)
+        real = raw if norm is None else norm.module(raw.to(norm.weight.dtype))
+    return _Inputs(pos=n_pos, ctx=n_ctx, other=other, real=real.double())
 
-    w = block.heads()
-    W_Q, W_K = w.W_Q.double().to(dev), w.W_K.double().to(dev)
-    q_pos, q_ctx, q_oth = _project(n_pos, W_Q), _project(n_ctx, W_Q), _project(other, W_Q)
-    k_pos, k_ctx, k_oth = _project(n_pos, W_K), _project(n_ctx, W_K), _project(other, W_K)
+
+def _head_qk(
+    block: BlockView, inputs: _Inputs, w: HeadWeights, heads: slice
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """Rotated queries and keys of each part for the heads ``heads``, in float64.
+
+    Returns:
+        (q, k): "pos", "ctx", "oth" -> [B, g, T, e] (the projection biases in "oth"); k also
+        has "all" = the sum of the three (the keys the "rest" part's queries meet).
+    """
+    dev = inputs.pos.device
+    W_Q, W_K = w.W_Q[heads].double().to(dev), w.W_K[heads].double().to(dev)
+    parts = {"pos": inputs.pos, "ctx": inputs.ctx, "oth": inputs.other}
+    q = {a: _project(x, W_Q) for a, x in parts.items()}
+    k = {a: _project(x, W_K) for a, x in parts.items()}
     if w.b_Q is not None:
-        q_oth = q_oth + w.b_Q.double().to(dev)[None, :, None, :]
+        q["oth"] = q["oth"] + w.b_Q[heads].double().to(dev)[None, :, None, :]
     if w.b_K is not None:
-        k_oth = k_oth + w.b_K.double().to(dev)[None, :, None, :]
-    rotate = block.attn.rotate
-    q_pos, k_pos = rotate(q_pos, k_pos)
-    q_ctx, k_ctx = rotate(q_ctx, k_ctx)
-    q_oth, k_oth = rotate(q_oth, k_oth)
-    scale = block.attn.scale
+        k["oth"] = k["oth"] + w.b_K[heads].double().to(dev)[None, :, None, :]
+    for a in parts:
+        q[a], k[a] = block.attn.rotate(q[a], k[a])
+    k["all"] = k["pos"] + k["ctx"] + k["oth"]
+    return q, k
+
+
+def _parts_of_rows(
+    q: dict[str, torch.Tensor],
+    k: dict[str, torch.Tensor],
+    rows: slice,
+    scale: float,
+    bias: torch.Tensor | None,
+) -> dict[str, torch.Tensor]:
+    """The logit parts of the query rows ``rows`` (all keys): name -> [B, g, rows, T].
+
+    ``q``/``k`` come from ``_head_qk``; ``bias`` is the position bias of those heads and
+    rows, [g, rows, T] float64, or None.
+    """
 
     def dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        return (a @ b.transpose(-1, -2)) * scale
+        """[B, g, T, e] x [B, g, T, e] -> [B, g, rows, T] scaled dot products."""
+        return (a[..., rows, :] @ b.transpose(-1, -2)) * scale
 
-    k_all = k_pos + k_ctx + k_oth
     out = {
-        "pos_pos": dot(q_pos, k_pos),
-        "pos_ctx": dot(q_pos, k_ctx),
-        "ctx_pos": dot(q_ctx, k_pos),
-        "ctx_ctx": dot(q_ctx, k_ctx),
-        "rest": dot(q_oth, k_all) + dot(q_pos + q_ctx, k_oth),
+        "pos_pos": dot(q["pos"], k["pos"]),
+        "pos_ctx": dot(q["pos"], k["ctx"]),
+        "ctx_pos": dot(q["ctx"], k["pos"]),
+        "ctx_ctx": dot(q["ctx"], k["ctx"]),
+        "rest": dot(q["oth"], k["all"]) + dot(q["pos"] + q["ctx"], k["oth"]),
     }
-    bias = block.attn.bias(T)
     if bias is not None:
-        out[BIAS_PART] = bias.to(dev).double()[None].expand_as(out["rest"])
+        out[BIAS_PART] = bias[None].expand_as(out["rest"])
     return out
+
+
+def split_logits(
+    view: ModelView,
+    layer: int,
+    hidden: torch.Tensor,
+    stats: DecompositionStats,
+    contexts: Sequence[int] | npt.NDArray[np.integer] | None = None,
+) -> dict[str, torch.Tensor]:
+    """The logit parts of every head for a batch of windows, in float64, all at once.
+
+    For inspection and tests: each part is a whole [C, H, T, T] tensor. ``attention_parts``
+    streams the same parts over heads and query blocks instead.
+
+    Args:
+        view: the model.
+        layer: block index; ``stats`` must be of hidden-state layer ``layer``.
+        hidden: [C, T, d] the block's input for the windows of ``stats`` (or a subset).
+        stats: the decomposition of hidden-state layer ``layer`` over the same windows.
+        contexts: which rows of ``stats.ctx`` the rows of ``hidden`` are (default: all, in
+            order).
+
+    Returns:
+        part name (``parts_of(block)``) -> [C, H, T, T] float64; the parts sum to
+        ``real_logits``. Positions the decomposition skipped get pos = 0 (their positional
+        part falls into resid). A position bias is its own part, ``BIAS_PART``.
+    """
+    block = view.blocks[layer]
+    inputs = _split_inputs(view, layer, hidden, stats, contexts)
+    q, k = _head_qk(block, inputs, block.heads(), slice(None))
+    bias = block.attn.bias(int(hidden.shape[1]))
+    if bias is not None:
+        bias = bias.to(view.device).double()
+    return _parts_of_rows(q, k, slice(None), block.attn.scale, bias)
 
 
 def pair_mask(view: ModelView, length: int, positions: npt.NDArray[np.integer]) -> torch.Tensor:
@@ -273,6 +351,174 @@ def pair_mask(view: ModelView, length: int, positions: npt.NDArray[np.integer]) 
     return mask
 
 
+def heatmap_bin(length: int) -> int:
+    """Side of the square bins of a heatmap of T = ``length``: ceil(T / HEATMAP_MAX)."""
+    return -(-length // HEATMAP_MAX)
+
+
+def _bin_rows(out: torch.Tensor, x: torch.Tensor, start: int, size: int) -> None:
+    """Add [P, rows, T] values of query rows start.. into [P, nb, nb] square-bin sums."""
+    P, n, T = x.shape
+    nb = out.shape[-1]
+    if nb * size > T:
+        x = torch.nn.functional.pad(x, (0, nb * size - T))
+    cols = x.reshape(P, n, nb, size).sum(-1)  # [P, rows, nb]
+    which = torch.arange(start, start + n, device=x.device) // size
+    out.index_add_(1, which, cols)
+
+
+class _Moments:
+    """Per-head sums over the counted pairs, filled one (head, query block) at a time.
+
+    s1 [H, P], s2 [H, P, P] (second moments of the parts), c2 [H, P] (squares of the
+    row-centred parts), count (pairs per head), the binned |part| sums of one head and
+    the largest errors of the exactness check; all float64.
+    """
+
+    def __init__(self, H: int, P: int, mask: torch.Tensor, heat_mask: torch.Tensor) -> None:
+        """Zero sums for H heads and P parts; ``mask`` [T, T] the counted pairs,
+        ``heat_mask`` [T, T] the pairs shown in the heatmaps (j <= i if causal)."""
+        dev, T, f64 = mask.device, int(mask.shape[0]), torch.float64
+        self.mask, self.heat_mask, self.size = mask, heat_mask, heatmap_bin(T)
+        self.n_rows = mask.sum(-1, keepdim=True).clamp(min=1)  # [T, 1] kept keys per row
+        self.count = 0.0
+        self.s1 = torch.zeros(H, P, dtype=f64, device=dev)
+        self.s2 = torch.zeros(H, P, P, dtype=f64, device=dev)
+        self.c2 = torch.zeros(H, P, dtype=f64, device=dev)
+        nb = -(-T // self.size)
+        self.heat = torch.zeros(P, nb, nb, dtype=f64, device=dev)
+        self.heat_count = torch.zeros(1, nb, nb, dtype=f64, device=dev)
+        for start in range(0, T, HEATMAP_MAX):
+            rows = heat_mask[start : start + HEATMAP_MAX].double()[None]
+            _bin_rows(self.heat_count, rows, start, self.size)
+        self.max_err, self.max_real = 0.0, 0.0
+        self.causal = not bool(heat_mask.all())
+
+    @classmethod
+    def of(cls, view: ModelView, P: int, T: int, stats: DecompositionStats) -> _Moments:
+        """Zero sums for the view's heads: the pairs of ``pair_mask`` counted, every pair
+        (encoders) or j <= i (causal models) in the heatmaps."""
+        mask = pair_mask(view, T, np.asarray(stats.positions)).to(view.device)
+        heat_mask = torch.ones(T, T, dtype=torch.bool, device=view.device)
+        moments = cls(view.n_heads, P, mask, heat_mask if view.is_encoder else heat_mask.tril())
+        moments.causal = not view.is_encoder
+        return moments
+
+    def add(
+        self, head: int, rows: slice, stack: torch.Tensor, real: torch.Tensor | None, heat: bool
+    ) -> None:
+        """Add one block: ``stack`` [B, rows, T, P] the parts of head ``head`` for the query
+        rows ``rows`` (overwritten: centred in place, so that at most one copy of a block
+        exists beside it), ``real`` [B, rows, T] the model's scores (or None: no check),
+        ``heat``: whether this is the heatmap head."""
+        mask = self.mask[rows]  # [rows, T]
+        if real is not None:
+            self.max_err = max(self.max_err, float((stack.sum(-1) - real).abs().max()))
+            self.max_real = max(self.max_real, float(real.abs().max()))
+        if heat:
+            part_abs = (stack.abs().sum(0) * self.heat_mask[rows, :, None]).permute(2, 0, 1)
+            _bin_rows(self.heat, part_abs, int(rows.start), self.size)
+        vals = stack[:, mask]  # [B, N, P]
+        if head == 0:
+            self.count += vals.shape[0] * vals.shape[1]
+        self.s1[head] += vals.sum((0, 1))
+        self.s2[head] += torch.einsum("bnp,bnq->pq", vals, vals)
+        del vals
+        row_mean = (stack * mask[None, :, :, None]).sum(2, keepdim=True)
+        centred = stack.sub_(row_mean.div_(self.n_rows[None, rows, :, None]))  # in place
+        self.c2[head] += centred[:, mask].pow_(2).sum((0, 1))
+
+    def shares(self) -> tuple[Array, Array, Array, Array]:
+        """(share, share_cov, share_centred [H, P], logit_var [H]) from the sums."""
+        mean = self.s1 / self.count
+        cov = self.s2 / self.count - mean[:, :, None] * mean[:, None, :]
+        var = torch.diagonal(cov, dim1=1, dim2=2)
+        logit_var = cov.sum((1, 2))
+        var_c = self.c2 / self.count
+        return (
+            (var / var.sum(1, keepdim=True)).cpu().numpy(),
+            (cov.sum(2) / logit_var[:, None]).cpu().numpy(),
+            (var_c / var_c.sum(1, keepdim=True)).cpu().numpy(),
+            logit_var.cpu().numpy(),
+        )
+
+    def result(
+        self,
+        layer: int,
+        parts: tuple[str, ...],
+        heatmap_head: int,
+        skip_first: bool,
+        check: bool,
+        n_contexts: int,
+    ) -> AttentionParts:
+        """The summary of the sums (``attention_parts``'s result)."""
+        share, share_cov, share_centred, logit_var = self.shares()
+        return AttentionParts(
+            layer=layer,
+            parts=parts,
+            share=share,
+            share_cov=share_cov,
+            share_centred=share_centred,
+            logit_var=logit_var,
+            heatmap_head=heatmap_head,
+            heatmaps=self.heatmaps(n_contexts),
+            max_rel_error=self.max_rel_error() if check else float("nan"),
+            causal=self.causal,
+            skip_first=skip_first,
+            n_contexts=n_contexts,
+            n_positions=int(self.mask.shape[0]),
+            heatmap_bin=self.size,
+        )
+
+    def max_rel_error(self) -> float:
+        """max |sum of parts - real| / max |real| (nan when the scores are all zero)."""
+        return self.max_err / self.max_real if self.max_real > 0 else float("nan")
+
+    def heatmaps(self, n_contexts: int) -> Array:
+        """[P, nb, nb] mean |part| per bin over contexts and the bin's unmasked pairs (nan
+        for a bin with none)."""
+        nan = torch.full_like(self.heat, float("nan"))
+        mean = torch.where(self.heat_count > 0, self.heat / (n_contexts * self.heat_count), nan)
+        return mean.cpu().numpy()
+
+
+def _stream_head(
+    block: BlockView,
+    inputs: _Inputs,
+    w: HeadWeights,
+    head: int,
+    rows: int,
+    bias: torch.Tensor | None,
+    moments: _Moments,
+    names: tuple[str, ...],
+    check: bool,
+    heat: bool,
+) -> None:
+    """Split one head's logits for a batch of windows, ``rows`` query rows at a time.
+
+    Holds the head's queries and keys ([B, T, e] per part) and one block of parts
+    ([B, rows, T, P] float64); ``bias`` is the block's [H, T, T] position bias or None.
+    """
+    hs, dev, scale = slice(head, head + 1), inputs.pos.device, block.attn.scale
+    q, k = _head_qk(block, inputs, w, hs)
+    if check:
+        b_Q, b_K = (None if b is None else b[hs] for b in (w.b_Q, w.b_K))
+        sub = replace(w, W_Q=w.W_Q[hs], W_K=w.W_K[hs], b_Q=b_Q, b_K=b_K)
+        real_q, real_k = block.attn.rotate(*block.attn.project_qk(inputs.real, sub))
+    T = int(inputs.pos.shape[1])
+    for start in range(0, T, rows):
+        r = slice(start, min(T, start + rows))
+        b = None if bias is None else bias[hs, r].to(dev).double()  # [1, rows, T]
+        parts = _parts_of_rows(q, k, r, scale, b)
+        stack = torch.stack([parts[p][:, 0] for p in names], dim=-1)  # [B, rows, T, P]
+        del parts
+        real = None
+        if check:
+            real = (real_q[:, 0, r] @ real_k[:, 0].transpose(-1, -2)) * scale
+            real = real if b is None else real + b[0]
+        moments.add(head, r, stack, real, heat)
+
+
 def attention_parts(
     view: ModelView,
     layer: int,
@@ -282,8 +528,13 @@ def attention_parts(
     heatmap_head: int = 0,
     batch_size: int = 16,
     check: bool = True,
+    block_bytes: int = PART_BLOCK_BYTES,
 ) -> AttentionParts:
     """Split one block's attention logits into position/context parts and summarise them.
+
+    Streams: for each batch of windows, each head and each block of query rows, the parts
+    of those rows are computed and added to the per-head sums, so no [B, H, T, T] tensor
+    is ever held (docs/attention.md, "Memory").
 
     Args:
         view: the model (any family whose attention scores are bilinear in the input).
@@ -292,65 +543,27 @@ def attention_parts(
         stats: the decomposition of hidden-state layer ``layer`` over the same windows.
         contexts: rows of ``stats.ctx`` matching the rows of ``hidden`` (default all).
         heatmap_head: the head whose mean |part| heatmaps are kept.
-        batch_size: windows split at once (memory: 5 x batch x H x T x T float64).
-        check: compare the sum of the parts with ``real_logits`` (``max_rel_error``).
+        batch_size: windows split at once.
+        check: compare the sum of the parts with the model's scores (``max_rel_error``).
+        block_bytes: budget of one query block's float64 parts [batch, rows, T, P].
 
     Returns:
         The per-head shares, heatmaps and the exactness check.
     """
+    block = view.blocks[layer]
+    _check_supported(view, block)
     C, T = int(hidden.shape[0]), int(hidden.shape[1])
     idx = np.arange(stats.n_contexts) if contexts is None else np.asarray(contexts)
-    mask = pair_mask(view, T, np.asarray(stats.positions)).to(view.device)
-    n_rows = mask.sum(-1, keepdim=True).clamp(min=1)
-    names = parts_of(view.blocks[layer])
-    n_parts, H = len(names), view.n_heads
-    count = 0.0
-    s1 = torch.zeros(H, n_parts, dtype=torch.float64)
-    s2 = torch.zeros(H, n_parts, n_parts, dtype=torch.float64)
-    c2 = torch.zeros(H, n_parts, dtype=torch.float64)
-    heat = torch.zeros(n_parts, T, T, dtype=torch.float64)
-    max_err, max_real = 0.0, 0.0
-    for start in range(0, C, batch_size):
-        sl = slice(start, start + batch_size)
-        split = split_logits(view, layer, hidden[sl], stats, idx[sl])
-        stack = torch.stack([split[p] for p in names], dim=-1)  # [B, H, T, T, parts]
-        if check:
-            real = real_logits(view, layer, hidden[sl])
-            max_err = max(max_err, float((stack.sum(-1) - real).abs().max()))
-            max_real = max(max_real, float(real.abs().max()))
-        heat += stack[:, heatmap_head].abs().sum(0).permute(2, 0, 1).cpu()
-        vals = stack[:, :, mask]  # [B, H, N, 5]
-        count += vals.shape[0] * vals.shape[2]
-        s1 += vals.sum((0, 2)).cpu()
-        s2 += torch.einsum("bhnp,bhnq->hpq", vals, vals).cpu()
-        m = mask[None, None, :, :, None]
-        row_mean = (stack * m).sum(3, keepdim=True) / n_rows[None, None, :, :, None]
-        centred = ((stack - row_mean) * m)[:, :, mask]
-        c2 += centred.pow(2).sum((0, 2)).cpu()
-    mean = s1 / count
-    cov = s2 / count - mean[:, :, None] * mean[:, None, :]
-    var = torch.diagonal(cov, dim1=1, dim2=2)
-    logit_var = cov.sum((1, 2))
-    share = var / var.sum(1, keepdim=True)
-    share_cov = cov.sum(2) / logit_var[:, None]
-    var_c = c2 / count
-    share_centred = var_c / var_c.sum(1, keepdim=True)
-    heatmaps = (heat / C).numpy()
-    if not view.is_encoder:
-        upper = ~np.tril(np.ones((T, T), dtype=bool))
-        heatmaps[:, upper] = np.nan
-    return AttentionParts(
-        layer=layer,
-        parts=names,
-        share=share.numpy(),
-        share_cov=share_cov.numpy(),
-        share_centred=share_centred.numpy(),
-        logit_var=logit_var.numpy(),
-        heatmap_head=heatmap_head,
-        heatmaps=heatmaps,
-        max_rel_error=max_err / max_real if check and max_real > 0 else float("nan"),
-        causal=not view.is_encoder,
-        skip_first=stats.skip_first,
-        n_contexts=C,
-        n_positions=T,
-    )
+    names = parts_of(block)
+    moments = _Moments.of(view, len(names), T, stats)
+    bias = block.attn.bias(T)  # [H, T, T] in the view's dtype, sliced per head and block
+    w = block.heads()
+    with torch.inference_mode():
+        for start in range(0, C, batch_size):
+            sl = slice(start, start + batch_size)
+            inputs = _split_inputs(view, layer, hidden[sl], stats, idx[sl])
+            rows = max(1, block_bytes // (int(inputs.pos.shape[0]) * T * len(names) * 8))
+            for head in range(view.n_heads):
+                heat = head == heatmap_head
+                _stream_head(block, inputs, w, head, rows, bias, moments, names, check, heat)
+    return moments.result(layer, names, heatmap_head, stats.skip_first, check, C)
