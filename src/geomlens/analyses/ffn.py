@@ -4,7 +4,9 @@ The MLP's output is ``sum_i m_i w_i (+ b_out)`` with ``w_i`` the i-th row of W_o
 [d_mlp, d] and ``m_i`` its activation coefficient. Each ``w_i`` is read through the
 readout (linear part of the readout norm, then W_U): the tokens it promotes.
 
-- Static: per chosen layer, the rows of largest norm |w_i| and their top tokens.
+- Static: per chosen layer, the rows of largest norm |w_i| and their top tokens (the
+  vocabulary read in chunks, ``analyses.vocab``: ties by ascending id among the promoted,
+  descending id among the suppressed, the two ends of one order).
 - Prompt: at the prompt's last position, the contribution of each sub-update to the
   predicted token's logit, ``m_i * s * (N_lin(w_i) . W_U[:, target])`` with ``s`` the
   final norm's scale ``sqrt(d) / sqrt(|x_c|^2 + d eps)`` at the last hidden state
@@ -15,13 +17,14 @@ readout (linear part of the readout norm, then W_U): the tokens it promotes.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from geomlens.analyses.sphere import norm_linear, readout_norm, sig
+from geomlens.analyses.vocab import Readout, matrix_scores, scan_vocab
 from geomlens.models.view import ModelView
 
 
@@ -84,9 +87,93 @@ class FfnResult:
         return {"layers": self.layers, "rows": self.rows, "prompt": self.prompt}
 
 
-def _read(view: ModelView, w: torch.Tensor) -> torch.Tensor:
+def _read(view: ModelView, w: torch.Tensor, k: int, bottom: int = 0) -> Readout:
+    """Rows w [n, d] read as ``N_lin(w) W_U`` over the vocabulary in chunks: the k promoted
+    (highest) and ``bottom`` suppressed (lowest) tokens of each row."""
     _, norm = readout_norm(view)
-    return norm_linear(w.float(), norm) @ view.W_U.float()
+    x = norm_linear(w.float(), norm)
+    (got,) = scan_vocab(
+        matrix_scores(x, view.W_U),
+        x.shape[0],
+        int(view.W_U.shape[1]),
+        column_bytes=4 * (2 * x.shape[0] + view.d_model),
+        k=k,
+        bottom=bottom,
+    )
+    return got
+
+
+def _strongest_rows(
+    view: ModelView, layer: int, tok: Callable[[int], str], n_rows: int, k: int
+) -> list[dict[str, Any]]:
+    """The ``n_rows`` rows of block ``layer``'s W_out with the largest norm, each with its
+    k promoted and k suppressed tokens (read in chunks of the vocabulary)."""
+    W_out = view.blocks[layer].mlp().W_out
+    norms = W_out.double().norm(dim=-1)
+    order = torch.argsort(-norms, stable=True)[:n_rows]
+    with torch.inference_mode():
+        got = _read(view, W_out[order], k, k)
+    up, down = got.top_ids, got.bottom_ids
+    assert up is not None and down is not None
+    return [
+        {
+            "row": int(i),
+            "norm": sig(float(norms[i])),
+            "promoted": [tok(int(j)) for j in up[r]],
+            "suppressed": [tok(int(j)) for j in down[r]],
+        }
+        for r, i in enumerate(order)
+    ]
+
+
+def _prompt_contributions(
+    view: ModelView,
+    prompt_inputs: dict[int, torch.Tensor],
+    target_id: int,
+    h_last: torch.Tensor,
+    tok: Callable[[int], str],
+    n_top: int,
+) -> dict[str, Any]:
+    """Every row's direct contribution to the target's logit (``m_i * s * N_lin(w_i) .
+    W_U[:, target]``); the ``n_top`` largest, with their promoted tokens, and each
+    block's total."""
+    scale = final_scale(view, h_last)
+    entries = []
+    totals = {}
+    _, rnorm = readout_norm(view)
+    u = view.W_U[:, target_id].double()
+    for layer in sorted(prompt_inputs):
+        W_out = view.blocks[layer].mlp().W_out.double()
+        m = mlp_coefficients(view, layer, prompt_inputs[layer]).double().reshape(-1)
+        direct = norm_linear(W_out, rnorm) @ u  # [d_mlp]
+        contrib = m * direct * scale
+        totals[str(layer)] = sig(float(contrib.sum()))
+        for i in torch.argsort(-contrib, stable=True)[:n_top]:
+            entries.append((float(contrib[i]), layer, int(i), float(m[i])))
+    entries.sort(key=lambda e: (-e[0], e[1], e[2]))
+    top = []
+    for c, layer, i, coef in entries[:n_top]:
+        W_out = view.blocks[layer].mlp().W_out
+        with torch.inference_mode():
+            best = _read(view, W_out[i : i + 1], 5).top_ids
+        assert best is not None
+        top.append(
+            {
+                "layer": layer,
+                "row": i,
+                "coef": sig(coef),
+                "contribution": sig(c),
+                "promoted": [tok(int(j)) for j in best[0]],
+            }
+        )
+    return {
+        "target": tok(target_id),
+        "target_id": int(target_id),
+        "scale": sig(scale),
+        "top": top,
+        "per_layer_total": totals,
+        "attribution": "direct" if view.final_norm is not None else "direction only (post-norm)",
+    }
 
 
 def ffn_subupdates(
@@ -118,62 +205,8 @@ def ffn_subupdates(
     def tok(i: int) -> str:
         return str(i) if tokens is None else tokens[i]
 
-    rows: dict[str, list[dict[str, Any]]] = {}
-    for layer in layers:
-        W_out = view.blocks[layer].mlp().W_out
-        norms = W_out.double().norm(dim=-1)
-        order = torch.argsort(-norms, stable=True)[:n_rows]
-        with torch.inference_mode():
-            logits = _read(view, W_out[order])
-        up = torch.topk(logits, k, dim=-1).indices
-        down = torch.topk(-logits, k, dim=-1).indices
-        rows[str(layer)] = [
-            {
-                "row": int(i),
-                "norm": sig(float(norms[i])),
-                "promoted": [tok(int(j)) for j in up[r]],
-                "suppressed": [tok(int(j)) for j in down[r]],
-            }
-            for r, i in enumerate(order)
-        ]
+    rows = {str(layer): _strongest_rows(view, layer, tok, n_rows, k) for layer in layers}
     prompt = None
     if prompt_inputs is not None and target_id is not None and h_last is not None:
-        scale = final_scale(view, h_last)
-        entries = []
-        totals = {}
-        _, rnorm = readout_norm(view)
-        u = view.W_U[:, target_id].double()
-        for layer in sorted(prompt_inputs):
-            W_out = view.blocks[layer].mlp().W_out.double()
-            m = mlp_coefficients(view, layer, prompt_inputs[layer]).double().reshape(-1)
-            direct = norm_linear(W_out, rnorm) @ u  # [d_mlp]
-            contrib = m * direct * scale
-            totals[str(layer)] = sig(float(contrib.sum()))
-            for i in torch.argsort(-contrib, stable=True)[:n_top]:
-                entries.append((float(contrib[i]), layer, int(i), float(m[i])))
-        entries.sort(key=lambda e: (-e[0], e[1], e[2]))
-        top = []
-        for c, layer, i, coef in entries[:n_top]:
-            W_out = view.blocks[layer].mlp().W_out
-            with torch.inference_mode():
-                best = torch.topk(_read(view, W_out[i : i + 1])[0], 5).indices
-            top.append(
-                {
-                    "layer": layer,
-                    "row": i,
-                    "coef": sig(coef),
-                    "contribution": sig(c),
-                    "promoted": [tok(int(j)) for j in best],
-                }
-            )
-        prompt = {
-            "target": tok(target_id),
-            "target_id": int(target_id),
-            "scale": sig(scale),
-            "top": top,
-            "per_layer_total": totals,
-            "attribution": "direct"
-            if view.final_norm is not None
-            else "direction only (post-norm)",
-        }
+        prompt = _prompt_contributions(view, prompt_inputs, target_id, h_last, tok, n_top)
     return FfnResult(layers=list(layers), rows=rows, prompt=prompt)

@@ -7,7 +7,9 @@ relative offset 0 (the rotation cancels) and learned positions are not added.
 
 - W_QK: the score of query x and key y is ``(x W_Q + b_Q) . (y W_K + b_K)`` (Gemma's
   per-head q/k norms applied when the model has them). For each query noun: its top keys
-  among the nouns and among the whole (normalised) vocabulary.
+  among the nouns and among the whole (normalised) vocabulary, which is normalised,
+  projected and scored one chunk at a time (``analyses.vocab``; equal scores: lower id
+  first).
 - W_VO: what a noun's value writes, ``(x W_V + b_V) W_O``, read through the readout
   (the linear part of the readout norm, then W_U): its top tokens.
 - Per head: the fraction of nouns whose top noun key is themselves, and the mean rank
@@ -16,13 +18,14 @@ relative offset 0 (the rotation cancels) and learned positions are not added.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from geomlens.analyses.sphere import norm_linear, readout_norm, sig
+from geomlens.analyses.vocab import Columns, matrix_scores, scan_vocab
 from geomlens.errors import GeomlensError
 from geomlens.models.view import ModelView, NormView
 
@@ -60,20 +63,45 @@ def normalise_tokens(view: ModelView, layer: int, ids: torch.Tensor) -> torch.Te
         return norm.module(e)
 
 
-def _normed_qk(
-    view: ModelView, layer: int, hw: Any, x: torch.Tensor, x_all: torch.Tensor, chunk: int = 8192
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
-    """Queries and keys through the block's q/k norms (per head or over all heads, as the
-    model applies them): ([H, n, e], [H, n, e], [H, V, e]); None when it has none."""
+def _queries_keys(
+    view: ModelView, layer: int, hw: Any, x: torch.Tensor
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Per head, queries and keys [n, e] of normalised tokens x [n, d], float32: through
+    the block's q/k norms when it has them (per head or over all heads, as the model
+    applies them), else the plain projections ``x W + b``."""
     attn = view.blocks[layer].attn
-    if attn.linear_qk:
-        return None
     with torch.inference_mode():
-        q, kn = attn.project_qk(x[None], hw)
-        keys = [
-            attn.project_qk(x_all[i : i + chunk][None], hw)[1] for i in range(0, len(x_all), chunk)
-        ]
-    return q[0].float(), kn[0].float(), torch.cat(keys, dim=2)[0].float()
+        if not attn.linear_qk:
+            q, k = attn.project_qk(x[None], hw)
+            return list(q[0].float()), list(k[0].float())
+        group = view.n_heads // view.n_kv_heads  # query heads per (expanded) K/V head
+        keys: dict[int, torch.Tensor] = {}
+        for h in range(0, view.n_heads, group):  # heads of one K/V head share its keys
+            keys[h // group] = _proj(x, hw.W_K[h], _b(hw.b_K, h))
+        queries = [_proj(x, hw.W_Q[h], _b(hw.b_Q, h)) for h in range(view.n_heads)]
+        return queries, [keys[h // group] for h in range(view.n_heads)]
+
+
+def _vocab_keys(
+    view: ModelView, layer: int, hw: Any, queries: list[torch.Tensor], k: int
+) -> list[torch.Tensor]:
+    """Per head, the top-k keys [n, k] of the queries [n, e] among the whole normalised
+    vocabulary, scanned in chunks (``vocab.scan_vocab``): a chunk's tokens are normalised
+    and projected to keys, scored, and dropped."""
+    V, H, n = int(view.W_E.shape[0]), view.n_heads, queries[0].shape[0]
+    e = queries[0].shape[-1]
+
+    def score(cols: Columns) -> list[torch.Tensor]:
+        ids = torch.arange(V)[cols]
+        x = normalise_tokens(view, layer, ids).float()
+        keys = _queries_keys(view, layer, hw, x)[1]
+        return [queries[h] @ keys[h].T for h in range(H)]
+
+    with torch.inference_mode():
+        got = scan_vocab(
+            score, n, V, n_scores=H, column_bytes=4 * (4 * view.d_model + 3 * H * e + H * n), k=k
+        )
+    return [r.top_ids for r in got if r.top_ids is not None]
 
 
 @dataclass(frozen=True)
@@ -152,58 +180,13 @@ def probe_heads(
         return str(i) if tokens is None else tokens[i]
 
     ids = torch.as_tensor(list(noun_ids), dtype=torch.long)
-    n = len(ids)
     words = list(nouns) if nouns is not None else [tok(int(i)) for i in ids]
-    V = view.W_E.shape[0]
-    _, rnorm = readout_norm(view)
-    W_U = view.W_U.float()
     fractions, ranks, tables = [], [], {}
     for layer in layers:
-        hw = view.blocks[layer].heads()
-        x = normalise_tokens(view, layer, ids).float()  # [n, d]
-        x_all = normalise_tokens(view, layer, torch.arange(V)).float()  # [V, d]
-        frac_row, rank_row, layer_tab = [], [], []
-        normed = _normed_qk(view, layer, hw, x, x_all)
-        group = view.n_heads // view.n_kv_heads  # query heads per (expanded) K/V head
-        ka_cache: dict[int, torch.Tensor] = {}
-        for h in range(view.n_heads):
-            with torch.inference_mode():
-                if normed is not None:
-                    q, kn, ka = normed[0][h], normed[1][h], normed[2][h]
-                else:
-                    q = _proj(x, hw.W_Q[h], _b(hw.b_Q, h))
-                    kn = _proj(x, hw.W_K[h], _b(hw.b_K, h))
-                    if h // group not in ka_cache:
-                        ka_cache = {h // group: _proj(x_all, hw.W_K[h], _b(hw.b_K, h))}
-                    ka = ka_cache[h // group]
-                s_n = (q @ kn.T).double()  # [n, n]
-                s_a = q @ ka.T  # [n, V]
-                vo = _proj(x, hw.W_V[h], _b(hw.b_V, h)) @ hw.W_O[h].float()  # [n, d]
-                vo_logits = norm_linear(vo, rnorm) @ W_U
-            diag = s_n.diagonal()
-            rank = (s_n > diag[:, None]).sum(-1) + 1
-            top_n = torch.topk(s_n, min(k, n), dim=-1).indices
-            top_a = torch.topk(s_a, k, dim=-1).indices
-            top_vo = torch.topk(vo_logits, k, dim=-1).indices
-            frac_row.append(sig(float((rank == 1).double().mean())))
-            rank_row.append(sig(float(rank.double().mean())))
-            layer_tab.append(
-                {
-                    "head": h,
-                    "probes": [
-                        {
-                            "noun": words[i],
-                            "keys_nouns": [words[int(j)] for j in top_n[i]],
-                            "keys_vocab": [tok(int(j)) for j in top_a[i]],
-                            "vo_tokens": [tok(int(j)) for j in top_vo[i]],
-                        }
-                        for i in range(n)
-                    ],
-                }
-            )
+        frac_row, rank_row, layer_tab = _probe_layer(view, layer, ids, k)
         fractions.append(frac_row)
         ranks.append(rank_row)
-        tables[str(layer)] = layer_tab
+        tables[str(layer)] = _layer_tables(layer_tab, words, tok)
     return HeadProbe(
         nouns=words,
         noun_ids=[int(i) for i in ids],
@@ -214,6 +197,62 @@ def probe_heads(
         n_dropped=n_dropped,
         k=k,
     )
+
+
+def _layer_tables(
+    tops: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
+    words: list[str],
+    tok: Callable[[int], str],
+) -> list[dict[str, Any]]:
+    """Per head, per noun: the top noun keys, vocabulary keys and W_VO tokens as text."""
+    return [
+        {
+            "head": h,
+            "probes": [
+                {
+                    "noun": words[i],
+                    "keys_nouns": [words[int(j)] for j in top_n[i]],
+                    "keys_vocab": [tok(int(j)) for j in top_a[i]],
+                    "vo_tokens": [tok(int(j)) for j in top_vo[i]],
+                }
+                for i in range(len(words))
+            ],
+        }
+        for h, (top_n, top_a, top_vo) in enumerate(tops)
+    ]
+
+
+def _probe_layer(
+    view: ModelView, layer: int, ids: torch.Tensor, k: int
+) -> tuple[list[float], list[float], list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]]:
+    """One block's probe: per head the self fraction, the mean self rank, and the top ids
+    ([n, k] each) among the nouns, among the vocabulary (keys), and of W_VO's readout."""
+    n = len(ids)
+    hw = view.blocks[layer].heads()
+    _, rnorm = readout_norm(view)
+    x = normalise_tokens(view, layer, ids).float()  # [n, d]
+    queries, keys = _queries_keys(view, layer, hw, x)
+    vocab_top = _vocab_keys(view, layer, hw, queries, k)
+    frac_row, rank_row, tops = [], [], []
+    for h in range(view.n_heads):
+        with torch.inference_mode():
+            s_n = (queries[h] @ keys[h].T).double()  # [n, n]
+            vo = _proj(x, hw.W_V[h], _b(hw.b_V, h)) @ hw.W_O[h].float()  # [n, d]
+            (vo_read,) = scan_vocab(
+                matrix_scores(norm_linear(vo, rnorm), view.W_U),
+                n,
+                int(view.W_U.shape[1]),
+                column_bytes=4 * (n + view.d_model),
+                k=k,
+            )
+        diag = s_n.diagonal()
+        rank = (s_n > diag[:, None]).sum(-1) + 1
+        top_n = torch.topk(s_n, min(k, n), dim=-1).indices
+        assert vo_read.top_ids is not None
+        tops.append((top_n, vocab_top[h], vo_read.top_ids))
+        frac_row.append(sig(float((rank == 1).double().mean())))
+        rank_row.append(sig(float(rank.double().mean())))
+    return frac_row, rank_row, tops
 
 
 def _proj(v: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:

@@ -20,6 +20,7 @@ import numpy.typing as npt
 import torch
 
 from geomlens.analyses.sphere import sig
+from geomlens.analyses.vocab import scan_vocab, unembed_scores
 from geomlens.models.view import ModelView
 
 Array = npt.NDArray[np.float64]
@@ -49,6 +50,8 @@ def normalised_states(view: ModelView, h: torch.Tensor) -> torch.Tensor:
 
 def lens_logits(view: ModelView, h: torch.Tensor) -> torch.Tensor:
     """Logit lens of hidden states: [..., d] -> [..., vocab] (final norm applied once).
+
+    The whole matrix, for tests and single vectors; ``trajectory`` reads it in chunks.
 
     Args:
         h: [..., d] hidden states without the final norm (as ``capture.hooks`` returns).
@@ -108,6 +111,9 @@ def trajectory(
 ) -> Trajectory:
     """Top-k tokens and the next token's rank at every layer and position.
 
+    The logit lens runs over the vocabulary in chunks (``analyses.vocab``): no [L, T, vocab]
+    matrix is held; equal logits are ordered by ascending id.
+
     Args:
         view: the model.
         ids: [T] the prompt's token ids.
@@ -121,22 +127,14 @@ def trajectory(
 
     layers = sorted(hidden)
     T = len(ids)
-    top, top_ids, ranks = [], [], []
     stacked = torch.stack([hidden[layer].reshape(T, -1) for layer in layers])  # [L, T, d]
-    all_logits = lens_logits(view, stacked)  # [L, T, vocab], one matmul
-    for li in range(len(layers)):
-        logits = all_logits[li]
-        best = torch.topk(logits, k, dim=-1).indices
-        top_ids.append([[int(i) for i in row] for row in best])
-        top.append([[tok(int(i)) for i in row] for row in best])
-        row_ranks: list[int | None] = []
-        for t in range(T):
-            if t + 1 < T:
-                target = logits[t, ids[t + 1]]
-                row_ranks.append(int((logits[t] > target).sum()) + 1)
-            else:
-                row_ranks.append(None)
-        ranks.append(row_ranks)
+    best, above = _lens_readout(view, stacked, ids, k)
+    top_ids = [[[int(i) for i in row] for row in best[li]] for li in range(len(layers))]
+    top = [[[tok(i) for i in row] for row in layer] for layer in top_ids]
+    ranks: list[list[int | None]] = [
+        [int(above[li, t]) + 1 if t + 1 < T else None for t in range(T)]
+        for li in range(len(layers))
+    ]
     first: list[int | None] = []
     for t in range(T):
         hit = [layers[j] for j in range(len(layers)) if ranks[j][t] == 1]
@@ -154,6 +152,28 @@ def trajectory(
         prediction_id=pred,
         readout=readout_description(view),
     )
+
+
+def _lens_readout(
+    view: ModelView, stacked: torch.Tensor, ids: Sequence[int], k: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The lens of hidden states [L, T, d] over the vocabulary in chunks: top-k ids
+    [L, T, k] and the number of logits above the next token's [L, T] (the last position,
+    without a next token, ranks its own: not used)."""
+    L, T = stacked.shape[:2]
+    x = normalised_states(view, stacked).reshape(L * T, -1)  # [L*T, d]
+    nxt = torch.as_tensor([*ids[1:], ids[-1]], dtype=torch.long).repeat(L)
+    with torch.inference_mode():
+        (got,) = scan_vocab(
+            unembed_scores(view, x),
+            x.shape[0],
+            int(view.W_U.shape[1]),
+            column_bytes=4 * (x.shape[0] + view.d_model),
+            k=k,
+            rank_ids=nxt,
+        )
+    assert got.top_ids is not None and got.ranks is not None
+    return got.top_ids.reshape(L, T, -1), got.ranks.reshape(L, T)
 
 
 def vocabulary_sample(vocab: int, n: int, seed: int, include: Sequence[int] = ()) -> Array:

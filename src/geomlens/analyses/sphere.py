@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from geomlens.analyses.vocab import Columns, per_token, scan_vocab
 from geomlens.models.view import ModelView, NormView
 
 Array = npt.NDArray[np.float64]
@@ -263,32 +264,40 @@ def readout_norm(view: ModelView) -> tuple[str, NormView]:
     return f"blocks.{last.index}.norm_mlp", last.norm_mlp
 
 
-def embedding_cosines(W_E: torch.Tensor, norm: NormView) -> dict[str, Array]:
+def embedding_cosines(W_E: torch.Tensor, norm: NormView, scale: float = 1.0) -> dict[str, Array]:
     """cos(e, N(e)) for every embedding row, without ("plain") and with ("affine") gamma/beta.
+
+    Computed over the vocabulary in chunks (``vocab.per_token``): the float64 copies of
+    the embeddings and their images on the sphere exist one chunk at a time; only the
+    [vocab] cosines are kept.
 
     Args:
         W_E: [vocab, d] embeddings.
         norm: the norm.
+        scale: the embedding scale, multiplied in the embeddings' dtype as on input.
     """
-    e = W_E.double()
-    out = {}
-    for key, affine in (("plain", False), ("affine", True)):
-        y = sphere_construction(e, norm, affine=affine)
-        cos = (e * y).sum(-1) / (e.norm(dim=-1) * y.norm(dim=-1)).clamp_min(1e-300)
-        out[key] = cos.cpu().numpy()
-    return out
+
+    def cosines(ids: slice) -> list[torch.Tensor]:
+        e = (W_E[ids] * scale if scale != 1.0 else W_E[ids]).double()
+        out = []
+        for affine in (False, True):
+            y = sphere_construction(e, norm, affine=affine)
+            out.append((e * y).sum(-1) / (e.norm(dim=-1) * y.norm(dim=-1)).clamp_min(1e-300))
+        return out
+
+    plain, affine = per_token(cosines, W_E.shape[0], 8 * 6 * W_E.shape[1])
+    return {"plain": plain.cpu().numpy(), "affine": affine.cpu().numpy()}
 
 
 def orientation(view: ModelView, stats: Sequence[NormStats]) -> Orientation:
     """Embedding orientation under the first and the readout norm; input radii per norm."""
-    W_E = view.W_E * view.embedding_scale
     rows, cosines = [], {}
     seen = set()
     for name, norm in (embedding_norm_for(view), readout_norm(view)):
         if name in seen:
             continue
         seen.add(name)
-        cos = embedding_cosines(W_E, norm)
+        cos = embedding_cosines(view.W_E, norm, view.embedding_scale)
         cosines[name] = cos
         rows.append(
             {
@@ -352,40 +361,60 @@ def top_tokens(
 ) -> TopTokens:
     """Top and bottom k tokens by raw norm, and by the readout's score of their own embedding.
 
+    The three scores are computed over the vocabulary in chunks and merged (``vocab``):
+    no [vocab, d] float64 copy of the embeddings or the unembedding is held whole. Equal
+    scores: the top lists ascending ids first, the bottom descending ids first (the two
+    ends of one order).
+
     Args:
         view: the model.
         tokens: [vocab] token strings (None: ids as strings).
         counts: [vocab] corpus counts for the frequency ranks (None: no ranks).
         k: how many.
     """
-    W_E = view.W_E.double()
-    V = W_E.shape[0]
-    W_U = view.W_U.double()[:, :V]
+    V = int(view.W_E.shape[0])
     name, norm = readout_norm(view)
-    e = W_E * view.embedding_scale
-    scores = {
-        "norm": W_E.norm(dim=-1),
-        "plain": (sphere_construction(e, norm, affine=False) * W_U.T).sum(-1),
-        "affine": (sphere_construction(e, norm, affine=True) * W_U.T).sum(-1),
-    }
+    (got,) = scan_vocab(
+        lambda ids: [torch.stack(_own_scores(view, norm, ids))],
+        3,
+        V,
+        column_bytes=8 * 6 * view.d_model,
+        k=k,
+        bottom=k,
+    )
+    top_ids, top_s = got.top_ids, got.top_scores
+    low_ids, low_s = got.bottom_ids, got.bottom_scores
+    assert top_ids is not None and top_s is not None and low_ids is not None
+    assert low_s is not None
     ranks = frequency_ranks(counts) if counts is not None else None
     tables: dict[str, dict[str, list[Any]]] = {}
     freq: dict[str, float | None] = {}
-    for key, s in scores.items():
-        s_np = s.cpu().numpy()
-        order = np.argsort(-s_np, kind="stable")
-        top, bottom = order[:k], order[::-1][:k]
+    for row, key in enumerate(("norm", "plain", "affine")):
+        top, bottom = top_ids[row].tolist(), low_ids[row].tolist()
         tables[key] = {
-            "top": [_tok(tokens, int(i)) for i in top],
-            "bottom": [_tok(tokens, int(i)) for i in bottom],
-            "top_ids": [int(i) for i in top],
-            "bottom_ids": [int(i) for i in bottom],
-            "top_scores": [sig(s_np[i]) for i in top],
-            "bottom_scores": [sig(s_np[i]) for i in bottom],
+            "top": [_tok(tokens, i) for i in top],
+            "bottom": [_tok(tokens, i) for i in bottom],
+            "top_ids": top,
+            "bottom_ids": bottom,
+            "top_scores": [sig(float(v)) for v in top_s[row]],
+            "bottom_scores": [sig(float(v)) for v in low_s[row]],
         }
         freq[key] = None if ranks is None else sig(ranks[top].mean())
     freq["vocab_mean"] = None if ranks is None else sig(ranks.mean())
     return TopTokens(k=k, readout_norm=name, tables=tables, freq_rank=freq)
+
+
+def _own_scores(view: ModelView, norm: NormView, ids: Columns) -> list[torch.Tensor]:
+    """For the tokens ``ids``, in float64: [c] each, |W_E[i]|, N0(s e_i) . W_U[:, i] and
+    N(s e_i) . W_U[:, i] (``s`` the embedding scale; N0 without gamma/beta)."""
+    W_E = view.W_E[ids].double()
+    W_U = view.W_U[:, ids].double()
+    e = W_E * view.embedding_scale
+    return [
+        W_E.norm(dim=-1),
+        (sphere_construction(e, norm, affine=False) * W_U.T).sum(-1),
+        (sphere_construction(e, norm, affine=True) * W_U.T).sum(-1),
+    ]
 
 
 def _tok(tokens: Sequence[str] | None, i: int) -> str:

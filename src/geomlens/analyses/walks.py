@@ -29,6 +29,7 @@ import numpy.typing as npt
 import torch
 
 from geomlens.analyses.similarity import FINAL_NORM, readout_norm, sig
+from geomlens.analyses.vocab import Columns, Readout, ScoreFn, per_token, scan_vocab, unembed_scores
 from geomlens.capture.hooks import cache_keyword
 from geomlens.errors import GeomlensError
 from geomlens.models.view import ModelView
@@ -42,8 +43,9 @@ class TokenSpace:
     """The token vectors hidden vectors are compared with.
 
     Attributes:
-        vectors: [V, d] float32 rows of ``W_U^T`` (``W_E`` when tied).
-        norms: [V] their norms.
+        vectors: [V, d] rows of ``W_U^T`` (``W_E`` when tied), on the CPU in the model's
+            dtype: a view of the weights, not a copy (float32 model on the CPU).
+        norms: [V] float32 their norms.
     """
 
     vectors: torch.Tensor
@@ -51,13 +53,48 @@ class TokenSpace:
 
     @classmethod
     def of(cls, view: ModelView) -> TokenSpace:
-        u = view.W_U.T.float().cpu()
-        return cls(vectors=u, norms=u.norm(dim=-1).clamp(min=1e-30))
+        u = view.W_U.T.cpu()
+        (norms,) = per_token(
+            lambda ids: [u[ids].float().norm(dim=-1)], u.shape[0], 4 * (u.shape[1] + 1)
+        )
+        return cls(vectors=u, norms=norms.clamp(min=1e-30))
+
+    def score_fn(self, r: torch.Tensor) -> ScoreFn:
+        """Inner products and cosines of vectors r [M, d] with the tokens of some columns:
+        ([M, n], [M, n]), computed as ``scores`` computes them (one product for both)."""
+        r32 = r.float()
+        r_norm = r32.norm(dim=-1, keepdim=True).clamp(min=1e-30)
+
+        def score(cols: Columns) -> list[torch.Tensor]:
+            dot = r32 @ self.vectors[cols].float().T
+            return [dot, dot / (r_norm * self.norms[cols])]
+
+        return score
 
     def scores(self, r: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Inner products and cosines of vectors r [..., d] with every token: [..., V] each."""
-        dot = r.float() @ self.vectors.T
+        """Inner products and cosines of vectors r [..., d] with every token: [..., V] each.
+
+        The whole-vocabulary matrices (tests and small vocabularies); the walks read the
+        vocabulary in chunks through ``readouts``.
+        """
+        dot = r.float() @ self.vectors.float().T
         cos = dot / (r.float().norm(dim=-1, keepdim=True).clamp(min=1e-30) * self.norms)
+        return dot, cos
+
+    def readouts(
+        self, r: torch.Tensor, k: int, rank_ids: torch.Tensor | None = None
+    ) -> tuple[Readout, Readout]:
+        """Top-k tokens (and ranks of ``rank_ids`` [M]) of vectors r [M, d] by inner
+        product and by cosine, over the vocabulary in chunks (``analyses.vocab``)."""
+        dot, cos = scan_vocab(
+            self.score_fn(r),
+            r.shape[0],
+            self.vectors.shape[0],
+            n_scores=2,
+            column_bytes=4 * (3 * r.shape[0] + self.vectors.shape[1]),
+            k=min(k, self.vectors.shape[0]),
+            rank_ids=rank_ids,
+        )
         return dot, cos
 
 
@@ -82,14 +119,6 @@ def comparable(
         return h.float() * scale
     with torch.inference_mode():
         return norm(h.to(view.device, view.W_E.dtype)).float().cpu() * scale
-
-
-def _rank(scores: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-    """[T] rank of token ids[t] in scores[t] (0 = nearest; ties count in its favour)."""
-    s = scores.detach().cpu().numpy()
-    own = np.take_along_axis(s, ids.cpu().numpy()[:, None], axis=-1)
-    # numpy compares and counts about 5x faster than torch's (scores > own).sum(-1) on the CPU
-    return torch.from_numpy(np.count_nonzero(s > own, axis=-1).astype(np.int64))
 
 
 def _leave(in_top: npt.NDArray[np.bool_]) -> IntArray:
@@ -202,12 +231,15 @@ def encoding_walk(
     out: dict[str, list[torch.Tensor]] = {
         key: [] for key in ("top_dot", "top_cos", "own_dot", "own_cos", "next_dot", "next_cos")
     }
+    # own and next token ranked in one scan; positions without a next token rank their
+    # own token twice (dropped)
+    targets = torch.stack([ids, torch.cat([nxt, ids[len(nxt) :]])], dim=1)  # [T, 2]
     for layer in r:
-        dot, cos = space.scores(layer)
-        for m, s in (("dot", dot), ("cos", cos)):
-            out[f"top_{m}"].append(s.topk(k, dim=-1).indices)
-            out[f"own_{m}"].append(_rank(s, ids))
-            out[f"next_{m}"].append(_rank(s[: len(nxt)], nxt))
+        for m, got in zip(("dot", "cos"), space.readouts(layer, k, targets), strict=True):
+            assert got.top_ids is not None and got.ranks is not None
+            out[f"top_{m}"].append(got.top_ids)
+            out[f"own_{m}"].append(got.ranks[:, 0])
+            out[f"next_{m}"].append(got.ranks[: len(nxt), 1])
     arr = {key: torch.stack(v).numpy().astype(np.int64) for key, v in out.items()}
     return EncodingWalk(
         layer_names=names,
@@ -325,6 +357,14 @@ def _start(view: ModelView, input_ids: torch.Tensor) -> tuple[Stepper, torch.Ten
     return _decoder_only_stepper(view), input_ids.long()[None]
 
 
+def _logits64(view: ModelView, d: torch.Tensor) -> torch.Tensor:
+    """[V] float64 logits of one final vector d [d]: ``view.unembed(d, float64)`` chunk by
+    chunk, so that W_U is never converted to float64 whole (a [d, V] copy per step)."""
+    score = unembed_scores(view, d.to(view.device)[None], torch.float64)
+    (logits,) = per_token(lambda ids: [score(ids)[0][0]], int(view.W_U.shape[1]), 8 * view.d_model)
+    return logits
+
+
 def _choose(logits: torch.Tensor, mode: str, temperature: float, gen: torch.Generator) -> int:
     """The next token from logits [V]: the argmax, or a draw from softmax(logits / T)."""
     if mode == "greedy":
@@ -373,15 +413,15 @@ def decoding_walk(
     with torch.inference_mode():
         for _ in range(n):
             d = step(ids)
-            logits = view.unembed(d.to(view.device), torch.float64).cpu().squeeze(0)
+            logits = _logits64(view, d)
             token = _choose(logits, mode, temperature, gen)
             tokens.append(token)
             vectors.append(d)
             logprobs.append(float(torch.log_softmax(logits, -1)[token]))
             ids = torch.tensor([[token]])
     v = torch.stack(vectors) if vectors else torch.zeros(0, view.d_model)
-    dot, cos = space.scores(v)
-    kk = min(k, dot.shape[-1])
+    dot, cos = space.readouts(v, k)
+    assert dot.top_ids is not None and cos.top_ids is not None
     return DecodingWalk(
         mode=mode,
         seed=None if mode == "greedy" else seed,
@@ -390,8 +430,8 @@ def decoding_walk(
         tokens=np.array(tokens, dtype=np.int64),
         vectors=v.numpy().astype(np.float32),
         logprob=np.array(logprobs, dtype=np.float64),
-        top_dot=dot.topk(kk, dim=-1).indices.numpy().astype(np.int64),
-        top_cos=cos.topk(kk, dim=-1).indices.numpy().astype(np.int64),
+        top_dot=dot.top_ids.numpy().astype(np.int64),
+        top_cos=cos.top_ids.numpy().astype(np.int64),
     )
 
 
