@@ -58,7 +58,7 @@ def capture_metrics(acc: DecompositionAccumulator) -> dict[str, Any]:
     for layer in acc.layers:
         row: dict[str, Any] = {"layer": layer}
         for skip, suffix in ((False, ""), (True, "_skip_first")):
-            stats = acc.finalize(layer, skip_first=skip)
+            stats = acc.finalize(layer, skip_first=skip, second_moment=False)
             s_pos, s_ctx, s_res = stats.shares
             row.update(
                 {

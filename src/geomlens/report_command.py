@@ -14,6 +14,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from importlib import resources
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from geomlens.models.loading import eager_attention
 from geomlens.models.view import ModelView
 from geomlens.pipeline import run_command
 from geomlens.progress import Step, StepLines
+from geomlens.report.figures import deferred_rendering
 from geomlens.report.page import write_report
 from geomlens.runfolder import RERUN, Run, RunFolder, open_run, write_json
 from geomlens.sphere import DEFAULT_PROMPT, analyse_sphere, load_nouns
@@ -95,8 +97,30 @@ def finished_stages(folder: RunFolder, names: list[str]) -> list[str]:
     return done
 
 
+def settle(
+    pending: list[tuple[str, list[Callable[[], None]]]], done: list[str], record: Path
+) -> None:
+    """Wait for the figures of the stages in ``pending``, recording each finished in order.
+
+    A stage counts as finished only once its figures are on disk: a child that failed
+    (a full disk, a kill) raises here, and that stage is left unrecorded.
+    """
+    while pending:
+        name, waits = pending[0]
+        for wait in waits:
+            wait()
+        pending.pop(0)
+        done.append(name)
+        write_json(record, done)
+
+
 def staged(stages: list[tuple[str, str, StageFactory]], progress: bool) -> Stage:
-    """Run stages in order, skipping those finished (see ``finished_stages``)."""
+    """Run stages in order, skipping those finished (see ``finished_stages``).
+
+    A stage's figures are drawn in forked processes while the next stage computes (see
+    ``rendered_in_background``); the stage is recorded in ``stages.json`` once they are
+    written, and every stage is recorded before this returns.
+    """
 
     def analyse(
         folder: RunFolder, view: ModelView, windows: Windows, acc: DecompositionAccumulator
@@ -105,21 +129,31 @@ def staged(stages: list[tuple[str, str, StageFactory]], progress: bool) -> Stage
         if view is not None and view.is_seq2seq:  # (stage tests run without a model)
             folder.merge_metrics("stacks", SEQ2SEQ_STACKS)
         done = finished_stages(folder, [name for name, _, _ in stages])
-        for i, (name, title, factory) in enumerate(stages, start=1):
-            prefix = f"[{i}/{len(stages)}] {title}"
-            if name in done:
+        pending: list[tuple[str, list[Callable[[], None]]]] = []
+        try:
+            for i, (name, title, factory) in enumerate(stages, start=1):
+                prefix = f"[{i}/{len(stages)}] {title}"
+                if name in done:
+                    if progress:
+                        print(f"{prefix}: already done", file=sys.stderr)
+                    continue
                 if progress:
-                    print(f"{prefix}: already done", file=sys.stderr)
-                continue
-            if progress:
-                print(f"{prefix} ...", file=sys.stderr, flush=True)
-            started = time.perf_counter()
-            factory(StepLines(f"  {name}", progress))(folder, view, windows, acc)
-            done.append(name)
-            write_json(record, done)
-            if progress:
-                elapsed = time.perf_counter() - started
-                print(f"{prefix}: done in {elapsed:.0f} s", file=sys.stderr, flush=True)
+                    print(f"{prefix} ...", file=sys.stderr, flush=True)
+                started = time.perf_counter()
+                with deferred_rendering() as waits:
+                    factory(StepLines(f"  {name}", progress))(folder, view, windows, acc)
+                settle(pending, done, record)  # earlier stages: drawn while this one ran
+                pending.append((name, waits))
+                if not waits:
+                    settle(pending, done, record)
+                if progress:
+                    elapsed = time.perf_counter() - started
+                    print(f"{prefix}: done in {elapsed:.0f} s", file=sys.stderr, flush=True)
+        except BaseException:
+            with suppress(Exception):  # record what finished drawing; the error goes on
+                settle(pending, done, record)
+            raise
+        settle(pending, done, record)
 
     return analyse
 

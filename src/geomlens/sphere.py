@@ -32,6 +32,7 @@ from geomlens.models.view import ModelView
 from geomlens.pipeline import run_command
 from geomlens.progress import Step, StepLines, quiet
 from geomlens.report import sphere_figures as figs
+from geomlens.report.figures import rendered_in_background, save_later
 from geomlens.runfolder import Run, RunFolder, write_json
 from geomlens.stats import DecompositionAccumulator
 
@@ -132,6 +133,27 @@ def corpus_counts(view: ModelView, corpus_name: str) -> np.ndarray:
     return np.bincount(flat[flat < V], minlength=V).astype(np.float64)
 
 
+def sphere_figures(
+    out: Path,
+    orient: sph.Orientation,
+    top: sph.TopTokens,
+    probe: head_probe.HeadProbe,
+    traj: lens.Trajectory,
+    map3: lens.TrajectoryMap,
+    tokens: list[str],
+) -> None:
+    """Every sphere figure into ``out``, drawn in a forked process (see
+    ``rendered_in_background``): the report draws them while its next stage runs."""
+    with rendered_in_background():
+        save_later(figs.radius_figure(orient.layers), out / "sphere_radius.png")
+        save_later(figs.cosine_figure(orient.cosines), out / "sphere_cosines.png")
+        save_later(figs.top_tokens_figure(top), out / "sphere_top_tokens.png")
+        save_later(figs.self_attention_figure(probe), out / "sphere_heads.png")
+        save_later(figs.lens_figure(traj), out / "sphere_lens.png")
+        save_later(figs.trajectory_figure_3d(map3, traj, tokens), out / "sphere_trajectory.html")
+        save_later(figs.trajectory_figure_2d(map3, traj, tokens), out / "sphere_trajectory.png")
+
+
 def analyse_sphere(
     config: CaptureConfig,
     nouns: list[str],
@@ -209,14 +231,7 @@ def analyse_sphere(
         write_json(folder.path / "sphere_heads.json", probe.tables_dict())
         write_json(folder.path / "sphere_ffn.json", ffn.tables_dict())
         write_json(folder.path / "sphere_umap.json", map3.to_dict())
-        out = folder.path / "figures"
-        figs.save(figs.radius_figure(orient.layers), out / "sphere_radius.png")
-        figs.save(figs.cosine_figure(orient.cosines), out / "sphere_cosines.png")
-        figs.save(figs.top_tokens_figure(top), out / "sphere_top_tokens.png")
-        figs.save(figs.self_attention_figure(probe), out / "sphere_heads.png")
-        figs.save(figs.lens_figure(traj), out / "sphere_lens.png")
-        figs.save(figs.trajectory_figure_3d(map3, traj, tokens), out / "sphere_trajectory.html")
-        figs.save(figs.trajectory_figure_2d(map3, traj, tokens), out / "sphere_trajectory.png")
+        sphere_figures(folder.path / "figures", orient, top, probe, traj, map3, tokens)
 
     return analyse
 

@@ -63,7 +63,7 @@ from geomlens.models.view import ModelView
 from geomlens.pipeline import run_command
 from geomlens.progress import Step, StepLines, quiet
 from geomlens.report import walk_figures as figs
-from geomlens.report.figures import save
+from geomlens.report.figures import rendered_in_background, save_later
 from geomlens.runfolder import Run, RunFolder, write_json
 from geomlens.stats import DecompositionAccumulator
 
@@ -229,8 +229,8 @@ def _save_encoding(folder: RunFolder, view: ModelView, enc: EncodingWalk, suffix
             ],
         },
     )
-    save(figs.walk_ranks_figure(enc), fig_dir / f"walk_encoding_ranks{suffix}.png")
-    save(
+    save_later(figs.walk_ranks_figure(enc), fig_dir / f"walk_encoding_ranks{suffix}.png")
+    save_later(
         figs.walk_table_figure(enc, labels, lambda x: token_labels(view, x)),
         fig_dir / f"walk_encoding_table{suffix}.png",
     )
@@ -264,7 +264,7 @@ def _decoding(
         str(folder.path / "decoding_walk.safetensors"),
     )
     proj = walk_projection(space, walks, ids)
-    save(
+    save_later(
         figs.decoding_figure(proj, token_labels(view, proj.token_ids)),
         folder.path / "figures" / "walk_decoding.png",
     )
@@ -321,12 +321,14 @@ def _kernels(
         crossed["position_bias"] = None  # T5's cross-attention adds none
         out["decoder_kernels"] = {"kernels": decoder, "cross_attention": crossed}
         own_bias = [k for k in biases if k.stack == "decoder"]
-        save(figs.kernels_figure(own, own_bias, "decoder"), fig_dir / "walk_kernels_decoder.png")
-        save(figs.kernels_figure(cross, (), "cross"), fig_dir / "walk_kernels_cross.png")
+        save_later(
+            figs.kernels_figure(own, own_bias, "decoder"), fig_dir / "walk_kernels_decoder.png"
+        )
+        save_later(figs.kernels_figure(cross, (), "cross"), fig_dir / "walk_kernels_cross.png")
     save_file(tensors, str(folder.path / "kernels.safetensors"))
     label = "encoder" if seq2seq else "main"
-    save(figs.kernels_figure(kernel, biases, label), fig_dir / "walk_kernels.png")
-    save(figs.refactor_figure(refactor), fig_dir / "walk_head_norms.png")
+    save_later(figs.kernels_figure(kernel, biases, label), fig_dir / "walk_kernels.png")
+    save_later(figs.refactor_figure(refactor), fig_dir / "walk_head_norms.png")
     return out
 
 
@@ -338,9 +340,9 @@ def _similarity(folder: RunFolder, view: ModelView, ids: torch.Tensor, sections:
     maps = similarity_maps(hidden, names, sections)
     _save_similarity(folder.path / "similarity.safetensors", ids, maps.dot, maps.cos)
     for metric in ("cos", "dot"):
-        save(figs.similarity_grid(maps, metric), fig_dir / f"walk_similarity_{metric}.png", dpi=100)
+        save_later(figs.similarity_grid(maps, metric), fig_dir / f"walk_similarity_{metric}.png")
     for metric in ("cos", "dot"):
-        save(
+        save_later(
             figs.similarity_interactive(maps, labels, metric),
             fig_dir / f"walk_similarity_{metric}.html",
         )
@@ -377,47 +379,50 @@ def analyse_walk(  # type: ignore[no-untyped-def]
     def analyse(
         folder: RunFolder, view: ModelView, windows: Windows, acc: DecompositionAccumulator
     ) -> None:
-        ids, sections = encode_text(view, text)
-        check_generate(view, len(ids), generate)
-        write_text_atomic(folder.path / "walk_text.txt", text)
-        space = TokenSpace.of(view)
+        # Figures are drawn in a forked process once the numbers are in (see
+        # rendered_in_background); the report draws them while its next stage runs.
+        with rendered_in_background():
+            ids, sections = encode_text(view, text)
+            check_generate(view, len(ids), generate)
+            write_text_atomic(folder.path / "walk_text.txt", text)
+            space = TokenSpace.of(view)
 
-        step("similarity maps")
-        maps, hidden, names = _similarity(folder, view, ids, sections)
+            step("similarity maps")
+            maps, hidden, names = _similarity(folder, view, ids, sections)
 
-        step("encoding walk")
-        stack = "encoder" if view.is_seq2seq else "main"
-        enc = encoding_walk(view, hidden, names, ids, k=top_k, space=space, stack=stack)
-        _save_encoding(folder, view, enc, "")
-        decoder = _decoder_stack(folder, view, ids, top_k, space) if view.is_seq2seq else None
+            step("encoding walk")
+            stack = "encoder" if view.is_seq2seq else "main"
+            enc = encoding_walk(view, hidden, names, ids, k=top_k, space=space, stack=stack)
+            _save_encoding(folder, view, enc, "")
+            decoder = _decoder_stack(folder, view, ids, top_k, space) if view.is_seq2seq else None
 
-        decoding: dict[str, Any] | None = None
-        if generate > 0:
-            step("decoding walks")
-            decoding = _decoding(folder, view, ids, generate, top_k, seed)
+            decoding: dict[str, Any] | None = None
+            if generate > 0:
+                step("decoding walks")
+                decoding = _decoding(folder, view, ids, generate, top_k, seed)
 
-        step("position kernels and the refactoring check")
-        kernels = _kernels(folder, view, windows, kernel_windows)
-        metrics: dict[str, Any] = {
-            "text": {
-                "sha256": hashlib.sha256(text.encode()).hexdigest(),
-                "n_tokens": int(len(ids)),
-                "n_sections": None if sections is None else int(sections.max() + 1),
-            },
-            "layer_names": list(names),
-            "readout": "final norm, then W_U^T rows"
-            if names[-1] == "final_norm"
-            else "hidden vector as is, then W_U^T rows",
-            "similarity": maps.to_dict(),
-            "encoding": enc.to_dict(),
-            "decoding": decoding,
-            "kernels": kernels["kernels"],
-            "refactor": kernels["refactor"],
-        }
-        if decoder is not None:
-            decoder.update(decoding=decoding, **kernels["decoder_kernels"])
-            metrics.update(stack="encoder", decoding=None, decoder=decoder)
-        folder.merge_metrics("walk", metrics)
+            step("position kernels and the refactoring check")
+            kernels = _kernels(folder, view, windows, kernel_windows)
+            metrics: dict[str, Any] = {
+                "text": {
+                    "sha256": hashlib.sha256(text.encode()).hexdigest(),
+                    "n_tokens": int(len(ids)),
+                    "n_sections": None if sections is None else int(sections.max() + 1),
+                },
+                "layer_names": list(names),
+                "readout": "final norm, then W_U^T rows"
+                if names[-1] == "final_norm"
+                else "hidden vector as is, then W_U^T rows",
+                "similarity": maps.to_dict(),
+                "encoding": enc.to_dict(),
+                "decoding": decoding,
+                "kernels": kernels["kernels"],
+                "refactor": kernels["refactor"],
+            }
+            if decoder is not None:
+                decoder.update(decoding=decoding, **kernels["decoder_kernels"])
+                metrics.update(stack="encoder", decoding=None, decoder=decoder)
+            folder.merge_metrics("walk", metrics)
 
     return analyse
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from contextvars import ContextVar
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -133,3 +135,67 @@ def save_all(figures: Figures) -> None:
     wait = save_in_background(figures[:half])
     _save_each(figures[half:])
     wait()
+
+
+_queue: ContextVar[list[tuple[Figure | go.Figure, Path]] | None] = ContextVar(
+    "geomlens_figure_queue", default=None
+)
+_waits: ContextVar[list[Callable[[], None]] | None] = ContextVar(
+    "geomlens_figure_waits", default=None
+)
+
+
+def save_later(fig: Figure | go.Figure, path: str | Path) -> Path:
+    """``save``, or, inside ``rendered_in_background``, queue the figure for its child.
+
+    Returns the path the figure is (or will be) written to.
+    """
+    queue = _queue.get()
+    if queue is None:
+        return save(fig, path)
+    queue.append((fig, Path(path)))
+    return Path(path)
+
+
+@contextmanager
+def rendered_in_background() -> Iterator[None]:
+    """Render the figures ``save_later`` queues inside, in one forked process started on exit.
+
+    Building a figure is cheap; drawing it is not (seconds per figure on a slow core), so
+    the drawing overlaps with what follows. On a normal exit the wait for the child goes
+    to the enclosing ``deferred_rendering`` scope (the report runs its next stage
+    meanwhile), or, outside any, happens here. On an exception nothing is rendered.
+    """
+    queue: list[tuple[Figure | go.Figure, Path]] = []
+    token = _queue.set(queue)
+    try:
+        yield
+    finally:
+        _queue.reset(token)
+    wait = save_in_background(queue)
+    waits = _waits.get()
+    if waits is None:
+        wait()
+    else:
+        waits.append(wait)
+
+
+@contextmanager
+def deferred_rendering() -> Iterator[list[Callable[[], None]]]:
+    """Collect the waits of ``rendered_in_background`` scopes inside, for the caller to call.
+
+    Every wait must be called before the figures are relied on: each raises if its child
+    failed (OSError for a full disk). On an exception inside, the children already
+    started are joined (their failures ignored) and the exception goes on.
+    """
+    waits: list[Callable[[], None]] = []
+    token = _waits.set(waits)
+    try:
+        yield waits
+    except BaseException:
+        for wait in waits:
+            with suppress(Exception):
+                wait()
+        raise
+    finally:
+        _waits.reset(token)
