@@ -360,15 +360,22 @@ def sphere_section(run: Run) -> str:
     )
 
 
+def leave_reading(enc: dict[str, Any]) -> str:
+    """How many positions see their own token leave its neighbourhood (an encoding walk)."""
+    cos = enc["cos"]
+    return (
+        f"{pct(1 - cos['frac_never_leave'])} of positions see their own token leave the "
+        f"top-{enc['k']} nearest tokens (cosine), at median layer {cos['leave_layer_median']}."
+    )
+
+
 def walk_section(run: Run) -> str:
     w, folder = run.metrics.get("walk"), run.path
     if not w:
         return readings(["Not computed in this run."])
     enc, kern, ref = w["encoding"], w["kernels"], w["refactor"]
     lines = [
-        f"Along the layers, {pct(1 - enc['cos']['frac_never_leave'])} of positions see their own "
-        f"token leave the top-{enc['k']} nearest tokens (cosine), at median layer "
-        f"{enc['cos']['leave_layer_median']}.",
+        f"Along the layers, {leave_reading(enc)}",
         f"{pct(kern['negative_self_bias_fraction'])} of heads attend less to their own position "
         f"than to others (negative self-bias; {kern['windows_used']} windows).",
         "Per-head outputs O = sum_h A_h X W_vo,h rebuild the attention output to "
@@ -409,9 +416,7 @@ def decoder_readings(d: dict[str, Any], encoder_kernels: dict[str, Any]) -> list
     """The walk's lines for an encoder-decoder's decoder stack and cross-attention."""
     enc, own, cross = d["encoding"], d["kernels"], d["cross_attention"]
     lines = [
-        f"Decoder stack (teacher-forced on the text): {pct(1 - enc['cos']['frac_never_leave'])} "
-        f"of positions see their own token leave the top-{enc['k']} nearest tokens, at median "
-        f"layer {enc['cos']['leave_layer_median']}.",
+        f"Decoder stack (teacher-forced on the text): {leave_reading(enc)}",
         f"Negative self-bias: decoder self-attention {pct(own['negative_self_bias_fraction'])} "
         f"of heads, cross-attention {pct(cross['negative_self_bias_fraction'])} (offset "
         "i - j between decoder and encoder positions).",
