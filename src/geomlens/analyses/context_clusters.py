@@ -2,6 +2,11 @@
 
 Mean absolute cosine between context vectors of the same and of different labels, and
 the adjusted Rand index of k-means on the context vectors against the labels.
+
+k-means (Lloyd's algorithm from k-means++ seeds, best of ``n_init`` by inertia) and the
+adjusted Rand index are written here in numpy: scikit-learn's would add about 110 MiB of
+imports (scipy, joblib, ...) to ``decompose``, whose peak memory is held to 1.25x that of
+``capture`` (docs/benchmarks.md). Both are checked against scikit-learn's in the tests.
 """
 
 from __future__ import annotations
@@ -12,8 +17,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from sklearn.cluster import KMeans
-from sklearn.metrics import adjusted_rand_score
 from threadpoolctl import threadpool_limits
 
 from geomlens.errors import GeomlensError
@@ -93,10 +96,95 @@ def within_between(ctx: Array, codes: npt.NDArray[np.int64]) -> tuple[float, flo
     return within, between
 
 
+def _kmeans_pp(x: Array, k: int, rng: np.random.Generator) -> Array:
+    """k-means++ seeds: each next centre drawn with probability proportional to the squared
+    distance to the nearest centre chosen so far. Returns [k, d]."""
+    centres = [x[rng.integers(len(x))]]
+    d2 = ((x - centres[0]) ** 2).sum(1)
+    for _ in range(1, k):
+        total = d2.sum()
+        i = int(rng.choice(len(x), p=d2 / total)) if total > 0 else int(rng.integers(len(x)))
+        centres.append(x[i])
+        d2 = np.minimum(d2, ((x - x[i]) ** 2).sum(1))
+    return np.array(centres)
+
+
+def _lloyd(
+    x: Array, centres: Array, max_iter: int, tol: float
+) -> tuple[npt.NDArray[np.int64], float]:
+    """Lloyd iterations until the centres move less than ``tol`` (sum of squared shifts).
+
+    An emptied cluster takes the point farthest from its centre. Returns (labels [C],
+    inertia: the sum of squared distances to the assigned centres).
+    """
+    sq = (x**2).sum(1)
+    for _ in range(max_iter):
+        d2 = np.maximum(sq[:, None] - 2 * x @ centres.T + (centres**2).sum(1)[None, :], 0.0)
+        labels = d2.argmin(1)
+        new = centres.copy()
+        for j in range(len(centres)):
+            members = labels == j
+            if members.any():
+                new[j] = x[members].mean(0)
+            else:
+                far = int(d2[np.arange(len(x)), labels].argmax())
+                new[j], labels[far] = x[far], j
+        shift = float(((new - centres) ** 2).sum())
+        centres = new
+        if shift <= tol:
+            break
+    d2 = ((x[:, None, :] - centres[None, :, :]) ** 2).sum(-1)
+    labels = d2.argmin(1)
+    return labels.astype(np.int64), float(d2[np.arange(len(x)), labels].sum())
+
+
+def kmeans(
+    x: Array, k: int, seed: int = 0, n_init: int = 10, max_iter: int = 300, tol: float = 1e-4
+) -> npt.NDArray[np.int64]:
+    """Cluster labels [C] of the rows of ``x`` [C, d]: the best of ``n_init`` k-means runs.
+
+    ``tol`` is relative to the mean variance of the features, as in scikit-learn's KMeans.
+    Runs on one BLAS thread, so the labels do not depend on the machine's thread count.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    abs_tol = tol * float(x.var(0).mean())
+    best: tuple[npt.NDArray[np.int64], float] | None = None
+    with threadpool_limits(limits=1):
+        for _ in range(n_init):
+            run = _lloyd(x, _kmeans_pp(x, k, rng), max_iter, abs_tol)
+            if best is None or run[1] < best[1]:
+                best = run
+    assert best is not None
+    return best[0]
+
+
+def adjusted_rand_index(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> float:
+    """Adjusted Rand index of two labelings [C] (Hubert and Arabie 1985).
+
+    1 for identical partitions (up to renaming), about 0 for independent ones; 1 also when
+    both put every point in one cluster or every point in its own.
+    """
+    _, ai = np.unique(a, return_inverse=True)
+    _, bi = np.unique(b, return_inverse=True)
+    table = np.zeros((int(ai.max()) + 1, int(bi.max()) + 1), dtype=np.int64)
+    np.add.at(table, (ai.reshape(-1), bi.reshape(-1)), 1)
+
+    def pairs(n: npt.NDArray[np.int64]) -> float:
+        return float((n * (n - 1) // 2).sum())
+
+    both = pairs(table)
+    rows, cols = pairs(table.sum(1)), pairs(table.sum(0))
+    n = len(ai)
+    expected = rows * cols / (n * (n - 1) / 2) if n > 1 else 0.0
+    top = (rows + cols) / 2
+    if top == expected:
+        return 1.0
+    return (both - expected) / (top - expected)
+
+
 def kmeans_ari(ctx: Array, codes: npt.NDArray[np.int64], seed: int = 0) -> float:
     """Adjusted Rand index of k-means on ``ctx`` (k = number of labels) against the labels.
-
-    Runs on one thread so that the result does not depend on the machine's thread count.
 
     Args:
         ctx: [C, d] context vectors.
@@ -104,11 +192,7 @@ def kmeans_ari(ctx: Array, codes: npt.NDArray[np.int64], seed: int = 0) -> float
         seed: k-means seed (``n_init=10``).
     """
     k = int(codes.max()) + 1
-    with threadpool_limits(limits=1):
-        km = KMeans(n_clusters=k, n_init=10, random_state=seed).fit(
-            np.asarray(ctx, dtype=np.float64)
-        )
-    return float(adjusted_rand_score(codes, km.labels_))
+    return adjusted_rand_index(codes, kmeans(ctx, k, seed))
 
 
 def context_clusters(
