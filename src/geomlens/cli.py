@@ -394,6 +394,14 @@ def cmd_data_bigbench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_data_hellaswag(args: argparse.Namespace) -> int:
+    from geomlens.concepts.hellaswag import fetch_hellaswag
+
+    path, n = fetch_hellaswag(args.out, source=args.source)
+    print(f"HellaSwag: {n} items written to {path} (use it with --task {path})")
+    return 0
+
+
 def add_concepts_parsers(sub: argparse._SubParsersAction) -> None:
     """The ``concepts`` and ``data`` commands."""
     p = sub.add_parser(
@@ -440,6 +448,16 @@ def add_concepts_parsers(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--archive", default=None, help="an already downloaded bigbench-1.0.0.tar.gz")
     q.add_argument("--tasks", default=None, help="comma-separated task paths (default: five)")
     q.set_defaults(func=cmd_data_bigbench)
+    q = data.add_parser("hellaswag", help="HellaSwag's validation split as a task file")
+    q.add_argument(
+        "--out",
+        default=None,
+        help="file (default: $GEOMLENS_DATA/hellaswag.jsonl or data/hellaswag.jsonl)",
+    )
+    q.add_argument(
+        "--source", default=None, help="a local JSONL or parquet copy instead of the hub"
+    )
+    q.set_defaults(func=cmd_data_hellaswag)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
