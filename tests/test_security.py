@@ -252,3 +252,16 @@ def test_a_folder_asking_to_run_its_code_needs_the_flag(tmp_path):
     check_no_code(tmp_path, trust_remote_code=True)
     with pytest.raises(GeomlensError, match="--trust-remote-code"):
         load_model(tmp_path)
+
+
+def test_the_concepts_flag_reaches_hugging_face_outside_the_run_identity(monkeypatch, tmp_path):
+    from importlib import resources
+
+    task = str(resources.files("geomlens") / "data" / "timedial_200.json")
+    argv = ["concepts", "--model", "smollm2-135m", "--task", task, "--limit", "1"]
+    argv += ["--scheme", "sanity", "--quiet", "--out", str(tmp_path / "c")]
+    recorder = Recorder(monkeypatch)
+    assert main([*argv, "--trust-remote-code"]) == 0
+    assert recorder.calls and all(k.get("trust_remote_code") is True for _, k in recorder.calls)
+    config = json.loads((tmp_path / "c" / "manifest.json").read_text())["config"]
+    assert "trust_remote_code" not in config

@@ -372,6 +372,7 @@ def cmd_concepts(args: argparse.Namespace) -> int:
         dtype=args.dtype,
         batch_tokens=args.batch_tokens,
         feed=args.feed,
+        trust_remote_code=args.trust_remote_code,
     )
     out = args.out or default_out("concepts", args.model)
     run = run_concepts(config, out, progress=not args.quiet)
@@ -437,6 +438,11 @@ def add_concepts_parsers(sub: argparse._SubParsersAction) -> None:
         "or its output, through its final norm (decoder)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="let a model folder run its own Python code (auto_map); off by default",
+    )
     p.add_argument("--out", default=None, help="run folder (default: runs/concepts-<model>)")
     p.set_defaults(func=cmd_concepts)
     p = sub.add_parser("data", help="rebuild offline data folders")

@@ -208,6 +208,7 @@ def concepts_stage(
             seed=config.seed,
             device=config.device,
             dtype=config.dtype,
+            trust_remote_code=config.trust_remote_code,
         )
         step(f"{Path(concepts.task).stem}: {limit} items, the baseline and each scheme")
         run = run_concepts(concepts, folder.path / "concepts", view=view, progress=progress)

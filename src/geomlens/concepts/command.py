@@ -71,6 +71,8 @@ class ConceptsConfig:
         feed: where an encoder-decoder reads test 1's vectors: "encoder" (its input, in
             place of the context's token embeddings) or "decoder" (through the encoder's
             final norm, as the encoder output). Decoder-only models take "encoder" only.
+        trust_remote_code: let a model folder run its own Python code (how to load, not
+            what is computed: not part of the run's identity).
     """
 
     model: str = "smollm2-135m"
@@ -85,6 +87,7 @@ class ConceptsConfig:
     dtype: str = "float32"
     batch_tokens: int = BATCH_TOKENS
     feed: str = "encoder"
+    trust_remote_code: bool = False
 
     def validate(self) -> None:
         if self.limit is not None and self.limit <= 0:
@@ -265,7 +268,12 @@ def _run_locked(
             return open_run(folder.path)
     started = time.time()
     if view is None:
-        view = load_model(config.model, device=config.device, dtype=config.dtype)
+        view = load_model(
+            config.model,
+            device=config.device,
+            dtype=config.dtype,
+            trust_remote_code=config.trust_remote_code,
+        )
     if previous is not None:
         folder.check_identity(
             previous, {"model": model_fingerprint(view.source)}, finished=state == "complete"

@@ -115,6 +115,7 @@ class GeomlensLM(_LMBase):  # type: ignore[misc,valid-type]
         dtype: str = "float32",
         batch_tokens: int | str = BATCH_TOKENS,
         feed: str = "encoder",
+        trust_remote_code: bool | str = False,
         **_: Any,
     ) -> None:
         if not lm_eval_available():
@@ -123,7 +124,8 @@ class GeomlensLM(_LMBase):  # type: ignore[misc,valid-type]
                 "pip install 'geomlens[lmeval]'."
             )
         super().__init__()
-        self.view = view or load_model(model, device=device, dtype=dtype)
+        trust = trust_remote_code in (True, "True", "true", "1")  # model_args give text
+        self.view = view or load_model(model, device=device, dtype=dtype, trust_remote_code=trust)
         check_decoder(self.view)
         check_feed(self.view, feed)
         self.feed = feed
