@@ -23,9 +23,10 @@ from typing import Any
 
 import torch
 
-from geomlens.analyses.sphere import norm_linear, readout_norm, sig
+from geomlens.analyses.sphere import norm_linear, readout_norm
 from geomlens.analyses.vocab import Readout, matrix_scores, scan_vocab
 from geomlens.models.view import ModelView
+from geomlens.stats.rounding import sig
 
 
 def mlp_coefficients(view: ModelView, layer: int, x: torch.Tensor) -> torch.Tensor:

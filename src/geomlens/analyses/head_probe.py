@@ -24,10 +24,11 @@ from typing import Any
 
 import torch
 
-from geomlens.analyses.sphere import norm_linear, readout_norm, sig
+from geomlens.analyses.sphere import norm_linear, readout_norm
 from geomlens.analyses.vocab import Columns, matrix_scores, scan_vocab
 from geomlens.errors import GeomlensError
 from geomlens.models.view import ModelView, NormView
+from geomlens.stats.rounding import sig
 
 
 def probe_input_norm(view: ModelView, layer: int) -> NormView | None:

@@ -19,9 +19,9 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from geomlens.analyses.similarity import sig
 from geomlens.errors import GeomlensError
 from geomlens.models.view import ModelView
+from geomlens.stats.rounding import sig
 
 Array = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

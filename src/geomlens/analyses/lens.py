@@ -19,9 +19,9 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from geomlens.analyses.sphere import sig
 from geomlens.analyses.vocab import scan_vocab, unembed_scores
 from geomlens.models.view import ModelView
+from geomlens.stats.rounding import sig
 
 Array = npt.NDArray[np.float64]
 

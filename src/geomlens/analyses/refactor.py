@@ -20,9 +20,10 @@ import numpy.typing as npt
 import torch
 
 from geomlens.analyses.induction import attention_weights
-from geomlens.analyses.similarity import seq2seq_forward, sig
+from geomlens.analyses.similarity import seq2seq_forward
 from geomlens.errors import GeomlensError
 from geomlens.models.view import HeadWeights, ModelView
+from geomlens.stats.rounding import sig
 
 Array = npt.NDArray[np.float64]
 
@@ -159,10 +160,11 @@ def head_outputs(heads: HeadWeights, x: torch.Tensor, attn: torch.Tensor) -> tor
         attn: [B, H, T, T] attention probabilities (rows sum to 1, so the value bias
             enters as b_v,h W_o,h).
     """
-    W_V, W_O = heads.W_V.double().cpu(), heads.W_O.double().cpu()
-    W_vo = W_V @ W_O  # [H, d, d]
-    xw = torch.einsum("btd,hde->bhte", x.double(), W_vo)
-    o = attn.double() @ xw
+    W_V, W_O = heads.W_V.double().cpu(), heads.W_O.double().cpu()  # [H, d, dh], [H, dh, d]
+    # (A_h (X W_v,h)) W_o,h: the same product as A_h X W_vo,h, with the T x T attention
+    # applied to dh-wide values instead of d-wide ones (d / dh times less arithmetic).
+    v = torch.einsum("btd,hde->bhte", x.double(), W_V)  # [B, H, T, dh]
+    o = (attn.double() @ v) @ W_O[None]
     if heads.b_V is not None:
         o = o + (heads.b_V.double().cpu()[:, None, :] @ W_O)[None]  # [1, H, 1, d]
     return o

@@ -19,6 +19,7 @@ import torch
 
 from geomlens.capture.hooks import hidden_states
 from geomlens.models.view import ModelView, NormView
+from geomlens.stats.rounding import sig
 
 Array = npt.NDArray[np.float64]
 
@@ -30,11 +31,6 @@ def readout_norm(view: ModelView, stack: str = "main") -> NormView | None:
     ``ModelView.readout_norm`` for the main stack, the decoder's final norm (the view's
     ``final_norm``) for the decoder stack of an encoder-decoder."""
     return view.final_norm if stack == "decoder" else view.readout_norm
-
-
-def sig(x: Any, digits: int = 8) -> float:
-    """``x`` rounded to ``digits`` significant digits (stable bytes in metrics.json)."""
-    return float(f"{float(x):.{digits}g}")
 
 
 def decoder_inputs(view: ModelView, input_ids: torch.Tensor) -> torch.Tensor:

@@ -23,13 +23,9 @@ import torch
 
 from geomlens.analyses.vocab import Columns, per_token, scan_vocab
 from geomlens.models.view import ModelView, NormView
+from geomlens.stats.rounding import sig
 
 Array = npt.NDArray[np.float64]
-
-
-def sig(x: float, digits: int = 8) -> float:
-    """Round to ``digits`` significant digits (stable bytes in metrics.json)."""
-    return float(f"{float(x):.{digits}g}")
 
 
 def sphere_construction(x: torch.Tensor, norm: NormView, affine: bool = True) -> torch.Tensor:

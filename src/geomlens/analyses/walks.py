@@ -28,11 +28,12 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from geomlens.analyses.similarity import FINAL_NORM, readout_norm, sig
+from geomlens.analyses.similarity import FINAL_NORM, readout_norm
 from geomlens.analyses.vocab import Columns, Readout, ScoreFn, per_token, scan_vocab, unembed_scores
 from geomlens.capture.hooks import cache_keyword
 from geomlens.errors import GeomlensError
 from geomlens.models.view import ModelView
+from geomlens.stats.rounding import sig
 
 Array = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

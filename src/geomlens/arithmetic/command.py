@@ -8,16 +8,12 @@ checkpoint and reuses a finished run as it is.
 
 from __future__ import annotations
 
-import math
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from geomlens.arithmetic.config import ArithmeticConfig
 from geomlens.arithmetic.data import Problems, make_problems
@@ -25,36 +21,13 @@ from geomlens.arithmetic.evaluate import accuracy_by_length, eval_problems, rang
 from geomlens.arithmetic.geometry import GEOMETRY_STREAM, Geometry, grid_length, measure
 from geomlens.arithmetic.model import model_view
 from geomlens.arithmetic.train import StepHook, Trained, train
+from geomlens.engines.threads import torch_threads
 from geomlens.report import arithmetic_figures as figs
 from geomlens.report.figures import save_all
 from geomlens.runfolder import Run, RunFolder, open_run, package_versions
+from geomlens.stats.rounding import rounded
 
 CONTROL_POSITIONS = "sorted random subset of 0..n_positions-1 per training sequence"
-
-
-def rounded(value: Any, digits: int = 9) -> Any:
-    """Floats rounded (non-finite ones become None), recursively: deterministic JSON."""
-    if isinstance(value, dict):
-        return {str(k): rounded(v, digits) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [rounded(v, digits) for v in value]
-    if isinstance(value, (float, np.floating)):
-        return round(float(value), digits) if math.isfinite(value) else None
-    if isinstance(value, np.integer):
-        return int(value)
-    return value
-
-
-@contextmanager
-def torch_threads(n: int | None) -> Iterator[None]:
-    """Run with ``n`` torch CPU threads (None: leave as is), restoring the count after."""
-    previous = torch.get_num_threads()
-    if n is not None:
-        torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 def geometry_lengths(config: ArithmeticConfig) -> list[int]:

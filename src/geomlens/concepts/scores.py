@@ -15,13 +15,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from geomlens.stats.rounding import rounded
+
 N_BOOT = 1000
 DIGITS = 12
 
 
 def rnd(x: float | None) -> float | None:
     """Round for metrics.json (deterministic text); None stays None."""
-    return None if x is None or not np.isfinite(x) else round(float(x), DIGITS)
+    return None if x is None else rounded(float(x), DIGITS)
 
 
 def resamples(n: int, seed: int, n_boot: int = N_BOOT) -> npt.NDArray[np.int64]:

@@ -123,20 +123,7 @@ def make_windows(
     _check_int("length", length, minimum=1)
     _check_int("offset", offset, minimum=0)
     _check_int("seed", seed, minimum=0)
-    if special_tokens not in SPECIAL_TOKEN_MODES:
-        raise GeomlensError(
-            f"special_tokens must be one of {', '.join(SPECIAL_TOKEN_MODES)}, "
-            f"not {special_tokens!r}."
-        )
-    n_special = int(tokenizer.num_special_tokens_to_add(pair=False))
-    # "model" on a tokenizer that adds nothing applies nothing: record what was applied.
-    mode = "model" if special_tokens != "none" and n_special > 0 else "none"
-    n_added = n_special if mode == "model" else 0
-    if length <= n_added:
-        raise GeomlensError(
-            f"length {length} leaves no room for text next to the {n_added} special tokens "
-            f"this tokenizer adds; use a length above {n_added}."
-        )
+    mode, n_added = _special_mode(tokenizer, special_tokens, length)
     n_text = length - n_added
     prefixes = _text_prefixes(corpus, tokenizer, offset + n_text)
     eligible = [i for i, ids in enumerate(prefixes) if ids is not None]
@@ -156,17 +143,7 @@ def make_windows(
     chosen.sort()
 
     wrap = _special_wrapper(tokenizer, n_added) if mode == "model" else None
-    input_ids = np.empty((n_contexts, length), dtype=np.int64)
-    for row, i in enumerate(chosen):
-        prefix = prefixes[i]
-        assert prefix is not None  # chosen from the eligible documents
-        ids = wrap(prefix[offset:]) if wrap is not None else prefix[offset:]
-        if len(ids) != length:
-            raise GeomlensError(
-                f"the tokenizer's special tokens made a window of {len(ids)} tokens instead of "
-                f"{length}; use special_tokens='none'."
-            )
-        input_ids[row] = ids
+    input_ids = _cut([prefixes[i] for i in chosen], offset, length, wrap)
     labels = np.array([doc_labels[i] for i in chosen], dtype=np.int64)
     doc_ids = tuple(corpus.documents[i].doc_id for i in chosen)
     input_ids.flags.writeable = False
@@ -180,6 +157,48 @@ def make_windows(
         special_tokens=mode,
         fingerprint=_fingerprint(input_ids, labels, label_names, doc_ids),
     )
+
+
+def _special_mode(
+    tokenizer: PreTrainedTokenizerBase, special_tokens: str, length: int
+) -> tuple[str, int]:
+    """(the special-token mode applied, tokens it adds per window), checked against T."""
+    if special_tokens not in SPECIAL_TOKEN_MODES:
+        raise GeomlensError(
+            f"special_tokens must be one of {', '.join(SPECIAL_TOKEN_MODES)}, "
+            f"not {special_tokens!r}."
+        )
+    n_special = int(tokenizer.num_special_tokens_to_add(pair=False))
+    # "model" on a tokenizer that adds nothing applies nothing: record what was applied.
+    mode = "model" if special_tokens != "none" and n_special > 0 else "none"
+    n_added = n_special if mode == "model" else 0
+    if length <= n_added:
+        raise GeomlensError(
+            f"length {length} leaves no room for text next to the {n_added} special tokens "
+            f"this tokenizer adds; use a length above {n_added}."
+        )
+    return mode, n_added
+
+
+def _cut(
+    prefixes: list[list[int] | None],
+    offset: int,
+    length: int,
+    wrap: Callable[[Sequence[int]], list[int]] | None,
+) -> np.ndarray:
+    """The windows [C, T]: each chosen document's text tokens after ``offset``, wrapped in
+    the tokenizer's special tokens when ``wrap`` is given."""
+    input_ids = np.empty((len(prefixes), length), dtype=np.int64)
+    for row, prefix in enumerate(prefixes):
+        assert prefix is not None  # chosen from the eligible documents
+        ids = wrap(prefix[offset:]) if wrap is not None else prefix[offset:]
+        if len(ids) != length:
+            raise GeomlensError(
+                f"the tokenizer's special tokens made a window of {len(ids)} tokens instead of "
+                f"{length}; use special_tokens='none'."
+            )
+        input_ids[row] = ids
+    return input_ids
 
 
 def _check_int(name: str, value: object, minimum: int) -> None:

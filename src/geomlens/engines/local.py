@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import torch
-
 from geomlens.capture.capture import CaptureConfig, capture_windows
+from geomlens.engines.threads import torch_threads
 
 if TYPE_CHECKING:
     from geomlens.corpus import Windows
@@ -28,10 +27,7 @@ def capture_local(
 ) -> tuple[DecompositionAccumulator, dict[str, float]]:
     """Run ``capture_windows`` here, with ``engine.threads`` torch threads if given."""
     activations = None if engine.activations_dir is None else engine.activations_location(folder)
-    before = torch.get_num_threads()
-    if engine.threads is not None:
-        torch.set_num_threads(engine.threads)
-    try:
+    with torch_threads(engine.threads):
         return capture_windows(
             view,
             windows,
@@ -41,6 +37,3 @@ def capture_local(
             checkpoint_every_s=checkpoint_every_s,
             activations=activations,
         )
-    finally:
-        if engine.threads is not None:
-            torch.set_num_threads(before)
