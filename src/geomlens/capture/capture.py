@@ -132,6 +132,32 @@ def check_length(view: ModelView, length: int) -> None:
         )
 
 
+def update_or_save(
+    acc: DecompositionAccumulator,
+    captured: CapturedBatch,
+    folder: RunFolder,
+    batch: int,
+    n_batches: int,
+    rows: slice,
+) -> None:
+    """``acc.update``; on NaN or inf, the batches before are saved and one sentence says
+    which batch and contexts held them (the accumulator is left as it was)."""
+    try:
+        acc.update(captured)
+    except NonFiniteError as exc:
+        folder.save_checkpoint(acc.state_dict(), batch)
+        kept = (
+            f"batches 1-{batch} before it are saved in {folder.path}"
+            if batch
+            else "nothing was computed before it"
+        )
+        raise GeomlensError(
+            f"{exc} in batch {batch + 1} of {n_batches} (contexts {rows.start}-"
+            f"{rows.stop - 1}); {kept}; try --dtype float32, or check the model "
+            "and those documents."
+        ) from None
+
+
 def capture_windows(
     view: ModelView,
     windows: Windows,
@@ -175,20 +201,7 @@ def capture_windows(
             rows = slice(batch * b, min(n_c, (batch + 1) * b))
             ids, index = input_ids[rows], torch.arange(n_c)[rows]
             hidden = hidden_states(view, ids, layers)
-            try:
-                acc.update(CapturedBatch(hidden=hidden, context_index=index))
-            except NonFiniteError as exc:
-                folder.save_checkpoint(acc.state_dict(), batch)
-                kept = (
-                    f"batches 1-{batch} before it are saved in {folder.path}"
-                    if batch
-                    else "nothing was computed before it"
-                )
-                raise GeomlensError(
-                    f"{exc} in batch {batch + 1} of {n_batches} (contexts {rows.start}-"
-                    f"{rows.stop - 1}); {kept}; try --dtype float32, or check the model "
-                    "and those documents."
-                ) from None
+            update_or_save(acc, CapturedBatch(hidden, index), folder, batch, n_batches, rows)
             if config.save_activations:
                 write_shard(
                     folder.path / "activations" if activations is None else activations,
