@@ -189,6 +189,66 @@ def run_command(
         )
 
 
+def reuse_finished(
+    folder: RunFolder,
+    config: CaptureConfig,
+    view: ModelView | None,
+    previous: dict[str, Any],
+    sections: tuple[str, ...],
+) -> Run | None:
+    """The finished run in ``folder`` when it is this run with every part present; None
+    (after a notice) when parts are missing; refused when it is another run.
+
+    The windows follow from the corpus, the tokenizer and the config: comparing the corpus
+    and the model does not need the (slow) tokenizing of every window.
+    """
+    corpus = load_corpus(config.corpus)
+    folder.check_identity(
+        previous,
+        {"model": model_fingerprint(model_source(config, view)), "corpus": corpus.fingerprint},
+        finished=True,
+    )
+    missing = finished_parts_missing(folder, sections)
+    if not missing:
+        print(f"{folder.path} already holds this run; reusing it.", file=sys.stderr)
+        return open_run(folder.path)
+    print(
+        f"geomlens: notice: the finished run in {folder.path} lacks {', '.join(missing)}; "
+        "computing what is missing again.",
+        file=sys.stderr,
+        flush=True,
+    )
+    return None
+
+
+def captured(
+    folder: RunFolder,
+    view: ModelView,
+    windows: Windows,
+    config: CaptureConfig,
+    engine: EngineConfig,
+    progress: bool,
+    checkpoint_every_s: float,
+) -> tuple[DecompositionAccumulator, dict[str, float]]:
+    """The capture on ``engine``, saved as the run's finished statistics."""
+    acc, timing = engine_capture(
+        view,
+        windows,
+        config,
+        folder,
+        engine,
+        progress=progress,
+        checkpoint_every_s=checkpoint_every_s,
+    )
+    if not acc.complete:  # never saved as finished statistics
+        raise GeomlensError(
+            f"the capture in {folder.path} ended without counting every context exactly "
+            f"once; remove {folder.checkpoint_dir} and rerun the same command."
+        )
+    folder.save_stats("decomposition", acc.state_dict())
+    return acc, timing
+
+
 def _run_locked(
     folder: RunFolder,
     command: str,
@@ -206,27 +266,9 @@ def _run_locked(
     state = folder.claim(full_config)
     previous = folder.read_manifest()
     if state == "complete" and previous is not None:
-        # The windows follow from the corpus, the tokenizer and the config: comparing
-        # the corpus and the model does not need the (slow) tokenizing of every window.
-        corpus = load_corpus(config.corpus)
-        folder.check_identity(
-            previous,
-            {
-                "model": model_fingerprint(model_source(config, view)),
-                "corpus": corpus.fingerprint,
-            },
-            finished=True,
-        )
-        missing = finished_parts_missing(folder, sections)
-        if not missing:
-            print(f"{folder.path} already holds this run; reusing it.", file=sys.stderr)
-            return open_run(folder.path)
-        print(
-            f"geomlens: notice: the finished run in {folder.path} lacks {', '.join(missing)}; "
-            "computing what is missing again.",
-            file=sys.stderr,
-            flush=True,
-        )
+        reused = reuse_finished(folder, config, view, previous, sections)
+        if reused is not None:
+            return reused
     started = time.time()
     view, corpus, windows = prepare(config, view)
     fingerprints = {
@@ -262,21 +304,7 @@ def _run_locked(
         acc = DecompositionAccumulator.from_state_dict(saved)
         timing: dict[str, float] = {}
     else:
-        acc, timing = engine_capture(
-            view,
-            windows,
-            config,
-            folder,
-            engine,
-            progress=progress,
-            checkpoint_every_s=checkpoint_every_s,
-        )
-        if not acc.complete:  # never saved as finished statistics
-            raise GeomlensError(
-                f"the capture in {folder.path} ended without counting every context exactly "
-                f"once; remove {folder.checkpoint_dir} and rerun the same command."
-            )
-        folder.save_stats("decomposition", acc.state_dict())
+        acc, timing = captured(folder, view, windows, config, engine, progress, checkpoint_every_s)
     # Also after a resume whose statistics were saved just before a failure (a full disk):
     # the same numbers give the same bytes.
     folder.merge_metrics("capture", capture_metrics(acc))
