@@ -513,6 +513,56 @@ def add_report_parsers(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_compare)
 
 
+def add_arithmetic_parser(sub: argparse._SubParsersAction) -> None:
+    """The ``arithmetic`` command (every option defaults to its preset's value)."""
+    p = sub.add_parser(
+        "arithmetic", help="addition study: length generalisation and positional geometry"
+    )
+    p.add_argument("--preset", default=None, choices=["quick", "full"], help="default: full")
+    p.add_argument("--train-digits", default=None, metavar="LO-HI", help="full: 5-10")
+    p.add_argument("--test-digits", default=None, metavar="LO-HI", help="full: 1-15")
+    p.add_argument(
+        "--reverse-output",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="write answers least significant digit first (default: on)",
+    )
+    p.add_argument(
+        "--carry",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="--no-carry draws only sums without any carry (default: carries allowed)",
+    )
+    p.add_argument("--layers", type=int, default=None, metavar="L")
+    p.add_argument("--heads", type=int, default=None, metavar="H")
+    p.add_argument("--d-model", type=int, default=None, metavar="D")
+    p.add_argument("--steps", type=int, default=None, metavar="N")
+    p.add_argument("--batch-size", type=int, default=None, metavar="B")
+    p.add_argument("--lr", type=float, default=None, help="peak AdamW learning rate")
+    p.add_argument(
+        "--train-samples",
+        type=int,
+        default=None,
+        metavar="N",
+        help="fixed training set size (0: fresh problems every step)",
+    )
+    p.add_argument("--checkpoint-every", type=int, default=None, metavar="STEPS")
+    p.add_argument("--eval-samples", type=int, default=None, metavar="N", help="per length")
+    p.add_argument("--geometry-contexts", type=int, default=None, metavar="C")
+    p.add_argument(
+        "--control",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also train a control on randomised position ids (full: on, quick: off)",
+    )
+    p.add_argument("--device", default=None, help="cpu (default) or cuda")
+    p.add_argument("--threads", type=int, default=None, metavar="N", help="torch CPU threads")
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--out", default=None, help="run folder (default: runs/arithmetic-<preset>)")
+    p.set_defaults(func=cmd_arithmetic)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="geomlens", description="Measure the geometry of pretrained transformer models."
@@ -562,52 +612,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="blocks whose heads and FFN rows are probed (default: first, middle, last)",
     )
     p.set_defaults(func=cmd_sphere)
-    p = sub.add_parser(
-        "arithmetic", help="addition study: length generalisation and positional geometry"
-    )
-    p.add_argument("--preset", default=None, choices=["quick", "full"], help="default: full")
-    p.add_argument("--train-digits", default=None, metavar="LO-HI", help="full: 5-10")
-    p.add_argument("--test-digits", default=None, metavar="LO-HI", help="full: 1-15")
-    p.add_argument(
-        "--reverse-output",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="write answers least significant digit first (default: on)",
-    )
-    p.add_argument(
-        "--carry",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="--no-carry draws only sums without any carry (default: carries allowed)",
-    )
-    p.add_argument("--layers", type=int, default=None, metavar="L")
-    p.add_argument("--heads", type=int, default=None, metavar="H")
-    p.add_argument("--d-model", type=int, default=None, metavar="D")
-    p.add_argument("--steps", type=int, default=None, metavar="N")
-    p.add_argument("--batch-size", type=int, default=None, metavar="B")
-    p.add_argument("--lr", type=float, default=None, help="peak AdamW learning rate")
-    p.add_argument(
-        "--train-samples",
-        type=int,
-        default=None,
-        metavar="N",
-        help="fixed training set size (0: fresh problems every step)",
-    )
-    p.add_argument("--checkpoint-every", type=int, default=None, metavar="STEPS")
-    p.add_argument("--eval-samples", type=int, default=None, metavar="N", help="per length")
-    p.add_argument("--geometry-contexts", type=int, default=None, metavar="C")
-    p.add_argument(
-        "--control",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="also train a control on randomised position ids (full: on, quick: off)",
-    )
-    p.add_argument("--device", default=None, help="cpu (default) or cuda")
-    p.add_argument("--threads", type=int, default=None, metavar="N", help="torch CPU threads")
-    p.add_argument("--seed", type=int, default=None)
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
-    p.add_argument("--out", default=None, help="run folder (default: runs/arithmetic-<preset>)")
-    p.set_defaults(func=cmd_arithmetic)
+    add_arithmetic_parser(sub)
     add_concepts_parsers(sub)
     add_report_parsers(sub)
     return parser
