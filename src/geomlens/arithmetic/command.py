@@ -117,6 +117,28 @@ def run_arithmetic(
         return _run_locked(config, folder, progress, on_step)
 
 
+def model_geometry(
+    config: ArithmeticConfig, trained: Trained, name: str, folder: Path
+) -> list[Geometry]:
+    """The positional geometry of one trained model at every geometry length. The control
+    was trained on random position ids over all its positions; the model on the grid of its
+    longest training problems."""
+    view = model_view(trained.model, name=f"arithmetic-{name}", source=str(folder))
+    trained_positions = (
+        config.shape.n_positions if name == "control" else grid_length(config.train_digits[1])
+    )
+    return [
+        measure(
+            view,
+            geometry_problems(config, n),
+            trained_positions=trained_positions,
+            attention_contexts=config.attention_contexts,
+            seed=config.seed,
+        )
+        for n in geometry_lengths(config)
+    ]
+
+
 def _run_locked(
     config: ArithmeticConfig, folder: RunFolder, progress: bool, on_step: StepHook | None
 ) -> Run:
@@ -163,22 +185,7 @@ def _run_locked(
                 on_step=on_step,
             )
             seconds[name] = trained.history.seconds
-            view = model_view(trained.model, name=f"arithmetic-{name}", source=str(folder.path))
-            trained_positions = (
-                config.shape.n_positions
-                if name == "control"
-                else grid_length(config.train_digits[1])
-            )
-            geometry[name] = [
-                measure(
-                    view,
-                    geometry_problems(config, n),
-                    trained_positions=trained_positions,
-                    attention_contexts=config.attention_contexts,
-                    seed=config.seed,
-                )
-                for n in geometry_lengths(config)
-            ]
+            geometry[name] = model_geometry(config, trained, name, folder.path)
             sections[name] = model_section(config, trained, problems, geometry[name])
     figure_list = figures(config, sections, geometry)
     save_all([(fig, folder.path / "figures" / name) for fig, name in figure_list])
