@@ -274,6 +274,24 @@ def evaluate_checkpoint(
     }
 
 
+def optimiser_step(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    schedule: torch.optim.lr_scheduler.LRScheduler,
+    batch: TrainBatch,
+    positions: torch.Tensor | None,
+    device: torch.device,
+) -> torch.Tensor:
+    """One AdamW step on a batch (gradients clipped to norm 1); returns the loss (detached)."""
+    loss = loss_on(model, batch, positions, device)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    schedule.step()
+    return loss.detach()
+
+
 def train(
     config: ArithmeticConfig,
     folder: Path,
@@ -334,14 +352,7 @@ def train(
     t0 = time.perf_counter()
     with stop_at_batch_boundary() as stop:
         for step in range(start, config.steps):
-            batch, positions = source(step)
-            loss = loss_on(model, batch, positions, device)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            schedule.step()
-            running += loss.detach()
+            running += optimiser_step(model, optimizer, schedule, *source(step), device)
             done = step + 1
             bar.update(1)
             if done % log_every == 0:
