@@ -10,6 +10,8 @@ import sys
 import time
 from collections.abc import Callable
 
+from tqdm import tqdm
+
 Step = Callable[[str], None]
 """Called with a step's name as the step starts."""
 
@@ -32,3 +34,16 @@ class StepLines:
         if self.enabled:
             elapsed = now - self.started
             print(f"{self.prefix}: {step} ({elapsed:.0f} s)", file=sys.stderr, flush=True)
+
+
+def token_bar(total: int, initial: int, desc: str, enabled: bool) -> tqdm:
+    """The capture's progress bar, in tokens (the in-process and the Ray engine share it)."""
+    return tqdm(
+        total=total,
+        initial=initial,
+        unit="tok",
+        unit_scale=True,
+        desc=desc,
+        disable=not enabled,
+        dynamic_ncols=True,
+    )

@@ -292,6 +292,25 @@ def optimiser_step(
     return loss.detach()
 
 
+def resumed(
+    saved: dict[str, Any] | None,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    schedule: torch.optim.lr_scheduler.LRScheduler,
+    device: torch.device,
+) -> tuple[History, int, torch.Tensor]:
+    """(history, steps done, running loss sum) from a checkpoint, whose model, optimiser,
+    schedule and random states are loaded in place; a fresh start when there is none."""
+    if saved is None:
+        return History(), 0, torch.zeros((), device=device)
+    model.load_state_dict(saved["model"])
+    optimizer.load_state_dict(saved["optimizer"])
+    schedule.load_state_dict(saved["schedule"])
+    _set_rng_state(saved["rng"])
+    history = History.from_json(saved["history"])
+    return history, int(saved["step"]), saved["running"].to(device)
+
+
 def train(
     config: ArithmeticConfig,
     folder: Path,
@@ -328,16 +347,8 @@ def train(
     if finished is not None:
         return Trained(model.eval(), finished)
     optimizer, schedule = make_optimizer(model, config)
-    history, start = History(), 0
-    running = torch.zeros((), device=device)
     saved = tf.load_checkpoint()
-    if saved is not None:
-        running = saved["running"].to(device)
-        model.load_state_dict(saved["model"])
-        optimizer.load_state_dict(saved["optimizer"])
-        schedule.load_state_dict(saved["schedule"])
-        _set_rng_state(saved["rng"])
-        history, start = History.from_json(saved["history"]), int(saved["step"])
+    history, start, running = resumed(saved, model, optimizer, schedule, device)
     source = BatchSource(config, randomise_positions)
     log_every = max(1, config.steps // LOG_POINTS)
     model.train()

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from geomlens.capture.hooks import hidden_states
 from geomlens.capture.interrupt import stop_at_batch_boundary
@@ -19,6 +18,7 @@ from geomlens.corpus import Windows
 from geomlens.errors import GeomlensError, short_list
 from geomlens.models.loading import resolve_dtype
 from geomlens.models.view import ModelView
+from geomlens.progress import token_bar
 from geomlens.stats import CapturedBatch, DecompositionAccumulator, NonFiniteError
 
 if TYPE_CHECKING:
@@ -186,15 +186,7 @@ def capture_windows(
     input_ids = torch.from_numpy(np.array(windows.input_ids, dtype=np.int64))
     labels = torch.from_numpy(np.array(windows.labels, dtype=np.int64))
     store_dtype = resolve_dtype(config.dtype)
-    bar = tqdm(
-        total=n_c * n_t,
-        initial=start * b * n_t,
-        unit="tok",
-        unit_scale=True,
-        desc=f"capture {view.name}",
-        disable=not progress,
-        dynamic_ncols=True,
-    )
+    bar = token_bar(n_c * n_t, start * b * n_t, f"capture {view.name}", progress)
     t0, tokens, last_save = time.perf_counter(), 0, time.perf_counter()
     with stop_at_batch_boundary() as stop:
         for batch in range(start, n_batches):

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from geomlens.capture.capture import CaptureConfig, resolve_layers
 from geomlens.capture.interrupt import stop_at_batch_boundary
@@ -40,6 +39,7 @@ from geomlens.engines.shards import (
 )
 from geomlens.errors import GeomlensError
 from geomlens.models.loading import resolve_dtype
+from geomlens.progress import token_bar
 from geomlens.stats import DecompositionAccumulator
 
 if TYPE_CHECKING:
@@ -291,6 +291,60 @@ def capture_ray(
     return acc, timing
 
 
+def shard_items(shards: list[Shard], windows: Windows) -> list[dict[str, Any]]:
+    """One dataset item per shard: its batch and row ranges, its windows and labels as bytes."""
+    input_ids = np.asarray(windows.input_ids, dtype=np.int64)
+    labels = np.asarray(windows.labels, dtype=np.int64)
+    return [
+        {
+            "shard": s.index,
+            "batch_start": s.batches.start,
+            "batch_stop": s.batches.stop,
+            "row_start": s.rows.start,
+            "row_stop": s.rows.stop,
+            "ids": input_ids[s.rows.start : s.rows.stop].tobytes(),
+            "labels": labels[s.rows.start : s.rows.stop].tobytes(),
+        }
+        for s in shards
+    ]
+
+
+def shard_dataset(
+    ray: Any, items: list[dict[str, Any]], spec: dict[str, Any], workers: int, n_gpus: int
+) -> Any:
+    """The shards as a Ray dataset mapped by a pool of ``workers`` ``ShardWorker`` actors,
+    one shard in flight per actor."""
+    from ray.data import ActorPoolStrategy
+
+    return ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
+        ShardWorker,
+        batch_size=1,
+        compute=ActorPoolStrategy(size=workers, max_tasks_in_flight_per_actor=1),
+        num_cpus=spec["threads"],
+        num_gpus=n_gpus or None,
+        fn_constructor_kwargs={"spec": spec},
+    )
+
+
+def assembled(row: dict[str, Any], pending: dict[int, dict[int, bytes]]) -> ShardResult | None:
+    """Add one output row (a part of a shard's state) to ``pending``; the shard's result
+    once all its parts are in, else None."""
+    index = int(row["shard"])
+    parts = pending.setdefault(index, {})
+    parts[int(row["part"])] = row["blob"]
+    if len(parts) < int(row["parts"]):
+        return None
+    del pending[index]
+    return ShardResult(
+        shard=index,
+        state=state_from_bytes(b"".join(parts[i] for i in range(len(parts)))),
+        worker=int(row["worker"]),
+        started=float(row["started"]),
+        finished=float(row["finished"]),
+        tokens=int(row["tokens"]),
+    )
+
+
 def run_shards(
     ray: Any,
     shards: list[Shard],
@@ -312,43 +366,12 @@ def run_shards(
     """
     if not shards:
         return {}
-    from ray.data import ActorPoolStrategy
-
-    input_ids = np.asarray(windows.input_ids, dtype=np.int64)
-    labels = np.asarray(windows.labels, dtype=np.int64)
-    items = [
-        {
-            "shard": s.index,
-            "batch_start": s.batches.start,
-            "batch_stop": s.batches.stop,
-            "row_start": s.rows.start,
-            "row_stop": s.rows.stop,
-            "ids": input_ids[s.rows.start : s.rows.stop].tobytes(),
-            "labels": labels[s.rows.start : s.rows.stop].tobytes(),
-        }
-        for s in shards
-    ]
-    dataset = ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
-        ShardWorker,
-        batch_size=1,
-        compute=ActorPoolStrategy(size=workers, max_tasks_in_flight_per_actor=1),
-        num_cpus=spec["threads"],
-        num_gpus=n_gpus or None,
-        fn_constructor_kwargs={"spec": spec},
-    )
+    dataset = shard_dataset(ray, shard_items(shards, windows), spec, workers, n_gpus)
     results: dict[int, ShardResult] = {}
     pending: dict[int, dict[int, bytes]] = {}
     saved_through = -1
     n_c, n_t = int(spec["n_contexts"]), windows.length
-    bar = tqdm(
-        total=n_c * n_t,
-        initial=shards[0].rows.start * n_t,
-        unit="tok",
-        unit_scale=True,
-        desc=desc,
-        disable=not progress,
-        dynamic_ncols=True,
-    )
+    bar = token_bar(n_c * n_t, shards[0].rows.start * n_t, desc, progress)
 
     def save_prefix() -> None:
         nonlocal saved_through
@@ -367,37 +390,22 @@ def run_shards(
     try:
         with stop_at_batch_boundary() as stop:
             for row in dataset.iter_rows():
-                index = int(row["shard"])
-                if index in results:
+                if int(row["shard"]) in results:
                     continue
-                parts = pending.setdefault(index, {})
-                parts[int(row["part"])] = row["blob"]
-                if len(parts) < int(row["parts"]):
+                result = assembled(row, pending)
+                if result is None:
                     continue
-                del pending[index]
-                result = ShardResult(
-                    shard=index,
-                    state=state_from_bytes(b"".join(parts[i] for i in range(len(parts)))),
-                    worker=int(row["worker"]),
-                    started=float(row["started"]),
-                    finished=float(row["finished"]),
-                    tokens=int(row["tokens"]),
-                )
-                results[index] = result
+                results[result.shard] = result
                 bar.update(result.tokens)
                 if on_shard is not None:
                     on_shard(result)
                 if stop.requested:
                     save_prefix()
-                    kept = (
-                        shards[saved_through].batches.stop
-                        if saved_through >= 0
-                        else shards[0].batches.start
-                    )
+                    first = shards[saved_through if saved_through >= 0 else 0]
+                    kept = first.batches.stop if saved_through >= 0 else first.batches.start
                     raise GeomlensError(
-                        f"interrupted ({stop.signal_name}) with the first {kept} "
-                        f"of {n_batches} batches saved in {folder.path}: rerun the same "
-                        "command to resume."
+                        f"interrupted ({stop.signal_name}) with the first {kept} of {n_batches} "
+                        f"batches saved in {folder.path}: rerun the same command to resume."
                     )
                 if time.perf_counter() - last_save >= checkpoint_every_s and len(results) < len(
                     shards
