@@ -17,7 +17,7 @@ from geomlens.engines import EngineConfig
 from geomlens.engines import capture as engine_capture
 from geomlens.errors import GeomlensError
 from geomlens.files import damaged
-from geomlens.models import load_model
+from geomlens.models.loading import load_configured
 from geomlens.models.view import ModelView
 from geomlens.runfolder import (
     RERUN,
@@ -84,12 +84,7 @@ def prepare(
     config.validate()
     corpus = load_corpus(config.corpus)
     if view is None:
-        view = load_model(
-            config.model,
-            device=config.device,
-            dtype=config.dtype,
-            trust_remote_code=config.trust_remote_code,
-        )
+        view = load_configured(config)
     check_length(view, config.length)
     resolve_layers(view, config.layers)
     windows = make_windows(

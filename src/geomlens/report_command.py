@@ -24,8 +24,7 @@ from geomlens.decompose import analyse_decomposition
 from geomlens.engines import EngineConfig
 from geomlens.errors import GeomlensError
 from geomlens.files import damaged, read_json, replacing
-from geomlens.models import load_model
-from geomlens.models.loading import eager_attention
+from geomlens.models.loading import eager_attention, load_configured
 from geomlens.models.view import ModelView
 from geomlens.pipeline import run_command
 from geomlens.progress import Step, StepLines
@@ -274,12 +273,7 @@ def _report_locked(
     engine: EngineConfig | None,
 ) -> Run:
     if view is None:
-        view = load_model(
-            config.model,
-            device=config.device,
-            dtype=config.dtype,
-            trust_remote_code=config.trust_remote_code,
-        )
+        view = load_configured(config)
     words = load_nouns(None)
     stages: list[tuple[str, str, StageFactory]] = [
         (

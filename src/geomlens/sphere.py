@@ -27,7 +27,7 @@ from geomlens.capture.capture import CaptureConfig
 from geomlens.capture.hooks import base_kwargs, hidden_states
 from geomlens.corpus import Windows, load_corpus
 from geomlens.errors import GeomlensError, short_list
-from geomlens.models import load_model
+from geomlens.models.loading import load_configured
 from geomlens.models.view import ModelView
 from geomlens.pipeline import run_command
 from geomlens.progress import Step, StepLines, quiet
@@ -294,12 +294,7 @@ def run_sphere(
     check_probe_layers(config.model, kwargs.get("view"), probe)
     if kwargs.get("view") is None:  # the prompt and the layers are checked before the capture
         config.validate()
-        kwargs["view"] = load_model(
-            config.model,
-            device=config.device,
-            dtype=config.dtype,
-            trust_remote_code=config.trust_remote_code,
-        )
+        kwargs["view"] = load_configured(config)
     check_probe_layers(config.model, kwargs["view"], probe)
     check_prompt(kwargs["view"], prompt)
     options = {

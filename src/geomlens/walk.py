@@ -58,7 +58,7 @@ from geomlens.capture.store import save_file_atomic as save_file
 from geomlens.corpus import Windows
 from geomlens.errors import GeomlensError
 from geomlens.files import write_text_atomic
-from geomlens.models import load_model
+from geomlens.models.loading import load_configured
 from geomlens.models.view import ModelView
 from geomlens.pipeline import run_command
 from geomlens.progress import Step, StepLines, quiet
@@ -436,13 +436,7 @@ GENERATE_NEEDS = (
 def _load_eager(config: CaptureConfig) -> ModelView:
     """The model of ``config``, loaded with eager attention (attention weights are read)."""
     config.validate()
-    return load_model(
-        config.model,
-        device=config.device,
-        dtype=config.dtype,
-        attention="eager",
-        trust_remote_code=config.trust_remote_code,
-    )
+    return load_configured(config, attention="eager")
 
 
 def _check_numbers(generate: int, top_k: int, kernel_windows: int) -> None:

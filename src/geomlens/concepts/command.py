@@ -37,8 +37,7 @@ from geomlens.concepts.sweep import table_markdown as sweep_markdown
 from geomlens.concepts.tasks import Task, load_task
 from geomlens.errors import GeomlensError
 from geomlens.files import write_text_atomic
-from geomlens.models import load_model
-from geomlens.models.loading import resolve_folder
+from geomlens.models.loading import load_configured, resolve_folder
 from geomlens.models.view import ModelView
 from geomlens.runfolder import (
     Run,
@@ -268,12 +267,7 @@ def _run_locked(
             return open_run(folder.path)
     started = time.time()
     if view is None:
-        view = load_model(
-            config.model,
-            device=config.device,
-            dtype=config.dtype,
-            trust_remote_code=config.trust_remote_code,
-        )
+        view = load_configured(config)
     if previous is not None:
         folder.check_identity(
             previous, {"model": model_fingerprint(view.source)}, finished=state == "complete"

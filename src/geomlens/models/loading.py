@@ -10,7 +10,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from safetensors import SafetensorError
@@ -38,6 +38,31 @@ def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
     if dtype not in DTYPES:
         raise GeomlensError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}.")
     return DTYPES[dtype]
+
+
+class LoadOptions(Protocol):
+    """What a command's config says about loading its model (every config has these)."""
+
+    @property
+    def model(self) -> str: ...
+    @property
+    def device(self) -> str: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def trust_remote_code(self) -> bool: ...
+
+
+def load_configured(config: LoadOptions, attention: str = "sdpa") -> ModelView:
+    """``load_model`` with a command config's model, device, dtype and trust setting: the
+    one place a command loads its model."""
+    return load_model(
+        config.model,
+        device=config.device,
+        dtype=config.dtype,
+        attention=attention,
+        trust_remote_code=config.trust_remote_code,
+    )
 
 
 def load_model(
