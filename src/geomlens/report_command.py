@@ -26,7 +26,7 @@ from geomlens.errors import GeomlensError
 from geomlens.files import damaged, read_json, replacing
 from geomlens.models.loading import eager_attention, load_configured
 from geomlens.models.view import ModelView
-from geomlens.pipeline import run_command
+from geomlens.pipeline import Analysis, run_command
 from geomlens.progress import Step, StepLines
 from geomlens.report.figures import deferred_rendering
 from geomlens.report.page import write_report
@@ -35,7 +35,8 @@ from geomlens.sphere import DEFAULT_PROMPT, analyse_sphere, load_nouns
 from geomlens.stats import DecompositionAccumulator
 from geomlens.walk import KERNEL_WINDOWS, TOP_K, analyse_walk, default_text
 
-Stage = Callable[[RunFolder, ModelView, Windows, DecompositionAccumulator], None]
+Stage = Analysis
+"""A report stage is an analysis step of run_command (pipeline.Analysis)."""
 StageFactory = Callable[[Step], Stage]
 """Builds a stage that reports its steps to the given reporter."""
 
