@@ -325,3 +325,14 @@ def test_cli_text_options(tmp_path, capsys):
     assert main(["walk", "--text", "a", "--text-file", "b"]) == 2
     err = capsys.readouterr().err
     assert "not allowed with argument" in err and err.count("\n") == 1
+
+
+def test_kernel_batch_fits_the_attention_budget():
+    from geomlens.walk import ATTENTION_BYTES, KERNEL_BATCH, kernel_batch
+
+    smol = SimpleNamespace(n_layers=30, n_heads=9)
+    assert kernel_batch(smol, 128) == KERNEL_BATCH  # the default report: unchanged
+    big = SimpleNamespace(n_layers=24, n_heads=16)
+    assert kernel_batch(big, 1024) == 1  # 1.6 GB a window: one at a time, never none
+    assert kernel_batch(big, 256) * 24 * 16 * 256**2 * 4 <= ATTENTION_BYTES
+    assert kernel_batch(big, 512, stacks=2) < kernel_batch(big, 512)

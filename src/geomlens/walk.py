@@ -154,6 +154,20 @@ def _save_similarity(path: Path, ids: torch.Tensor, dot: Any, cos: Any) -> None:
     save_file(tensors, str(path))
 
 
+ATTENTION_BYTES = 2**30
+"""What one kernel pass may hold of recorded attention ([L, B, H, T, T] float32 of every
+layer, per stack): windows go through in batches of at most ``KERNEL_BATCH`` that fit."""
+
+
+def kernel_batch(view: ModelView, length: int, stacks: int = 1, batch: int = KERNEL_BATCH) -> int:
+    """Windows per kernel pass: ``batch``, fewer where their attention exceeds
+    ``ATTENTION_BYTES`` (one window at least). At T = 1024 a 24-layer, 16-head model records
+    1.6 GB of attention per window: four at a time took the process to 23.6 GB, out of
+    memory on a 24 GB machine."""
+    per_window = max(1, stacks * view.n_layers * view.n_heads * length * length * 4)
+    return max(1, min(batch, ATTENTION_BYTES // per_window))
+
+
 def _kernel_ids(windows: Windows, n_windows: int) -> torch.Tensor:
     """[B, T] the first ``n_windows`` corpus windows (at least one)."""
     return torch.tensor(windows.input_ids[: max(1, min(n_windows, windows.n_contexts))])
@@ -170,6 +184,7 @@ def kernels_and_refactor(
         scores, which every family has.
     """
     ids = _kernel_ids(windows, n_windows)
+    batch = kernel_batch(view, ids.shape[1], batch=batch)
     kern = KernelAccumulator(view.n_layers, view.n_heads, causal=not view.is_encoder)
     refac = RefactorAccumulator(view)
     for start in range(0, len(ids), batch):
@@ -193,6 +208,7 @@ def decoder_kernels(
         (decoder self-attention kernel (causal), cross-attention kernel), both [L_dec, H, n].
     """
     ids = _kernel_ids(windows, n_windows)
+    batch = kernel_batch(view, ids.shape[1], stacks=2, batch=batch)  # self and cross
     L, H = len(view.decoder_blocks), view.n_heads
     own = KernelAccumulator(L, H, causal=True)
     cross = KernelAccumulator(L, H, causal=False)
