@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from tqdm import tqdm
+from tqdm.auto import tqdm
 
 Step = Callable[[str], None]
 """Called with a step's name as the step starts."""
