@@ -46,9 +46,12 @@ def layer_rows(results: list[LayerDecomposition]) -> list[dict[str, Any]]:
 def decomposition_figures(
     acc: DecompositionAccumulator, results: list[LayerDecomposition], windows: Windows
 ) -> list[tuple[Any, str]]:
-    """Every decomposition figure of the primary view of position 0, with its file name."""
+    """Every decomposition figure of the primary view of position 0, with its file name.
+
+    The figures read no second moments: leaving their d x d copies out keeps them out of
+    the process that forks to draw (its peak counts against decompose's memory)."""
     skip = results[0].skip_first
-    stats = [acc.finalize(layer, skip_first=skip) for layer in acc.layers]
+    stats = [acc.finalize(layer, skip_first=skip, second_moment=False) for layer in acc.layers]
     labels = np.array([windows.label_names[i] for i in windows.labels])
     return [
         (figs.shares_figure(results), "decomposition_shares.png"),

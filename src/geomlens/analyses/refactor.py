@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from geomlens.analyses.induction import attention_weights
+from geomlens.analyses.induction import layer_attention_weights
 from geomlens.analyses.similarity import seq2seq_forward
 from geomlens.errors import GeomlensError
 from geomlens.models.view import HeadWeights, ModelView
@@ -36,13 +36,14 @@ class AttentionRecord:
         block_in: [L, B, T, d] the residual stream entering each block.
         x: [L, B, T, d] the value projection's input (the normalised stream for pre-norm).
         out: [L, B, T, d] the output projection's output (before any residual or norm).
-        attn: [L, B, H, T, T] attention probabilities.
+        attn: L tensors [B, H, T, T], each block's attention probabilities (not stacked:
+            at long T they are the largest thing recorded).
     """
 
     block_in: torch.Tensor
     x: torch.Tensor
     out: torch.Tensor
-    attn: torch.Tensor
+    attn: tuple[torch.Tensor, ...]
 
 
 def record_attention(view: ModelView, input_ids: torch.Tensor) -> AttentionRecord:
@@ -79,7 +80,7 @@ def record_attention(view: ModelView, input_ids: torch.Tensor) -> AttentionRecor
             ]
             for h in hooks:
                 stack.callback(h.remove)
-        attn = attention_weights(view, input_ids)
+        attn = layer_attention_weights(view, input_ids)
     L = view.n_layers
     return AttentionRecord(
         block_in=torch.stack([rec["block_in"][i] for i in range(L)]),
