@@ -431,3 +431,26 @@ def test_extracts_only_the_chosen_task_files(tmp_path):
     assert task_of_member("x/bigbench/api/task.json") is None
     with pytest.raises(GeomlensError, match="no task.json for: missing"):
         extract_tasks(archive, tmp_path / "o2", ["missing"])
+
+
+def test_target_logprobs_in_row_chunks_equal_the_whole_head(monkeypatch):
+    """Scoring targets through the head a few rows at a time gives the same numbers as
+    one log-softmax over every row (what keeps a 262k vocabulary's logits small)."""
+    from types import SimpleNamespace
+
+    import geomlens.concepts.baseline as baseline
+
+    g = torch.Generator().manual_seed(0)
+    vocab, d = 5000, 16
+    head = torch.nn.Linear(d, vocab, bias=False)
+    view = SimpleNamespace(
+        model=SimpleNamespace(get_output_embeddings=lambda: head),
+        config=SimpleNamespace(final_logit_softcapping=30.0),
+        W_E=torch.zeros(vocab, d),
+    )
+    hidden = torch.randn(100, d, generator=g)
+    targets = torch.randint(0, vocab, (100,), generator=g)
+    with torch.no_grad():
+        whole = baseline.head_logprobs(view, hidden).gather(1, targets[:, None])[:, 0].double()
+        monkeypatch.setattr(baseline, "LOGIT_BYTES", 4 * vocab * 7)  # 7 rows a chunk
+        assert torch.equal(baseline.target_logprobs(view, hidden, targets), whole)

@@ -207,6 +207,29 @@ def head_logprobs(view: ModelView, hidden: torch.Tensor) -> torch.Tensor:
     return torch.log_softmax(logits, dim=-1)
 
 
+LOGIT_BYTES = 64 * 2**20
+"""Float32 logits held at once when scoring targets: rows go through the head in chunks."""
+
+
+def target_logprobs(view: ModelView, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """log p(target) of each row: final hidden states [M, d], target ids [M] -> [M] float64.
+
+    The same numbers as ``head_logprobs(...).gather`` row by row (log-softmax is per row),
+    with at most ``LOGIT_BYTES`` of [rows, vocab] logits alive: a 262k vocabulary (Gemma 3)
+    times a batch's few hundred target tokens would otherwise hold about a gigabyte twice.
+    """
+    vocab = int(view.W_E.shape[0])
+    rows = max(1, LOGIT_BYTES // (4 * vocab))
+    out = [
+        head_logprobs(view, hidden[i : i + rows])
+        .gather(1, targets[i : i + rows, None].to(hidden.device))[:, 0]
+        .double()
+        .cpu()
+        for i in range(0, hidden.shape[0], rows)
+    ]
+    return torch.cat(out) if out else torch.zeros(0, dtype=torch.float64)
+
+
 def _last_hidden(view: ModelView, embeds: torch.Tensor, mask: torch.Tensor, pos: Any) -> Any:
     kwargs: dict[str, Any] = {"inputs_embeds": embeds, "attention_mask": mask, "use_cache": False}
     if pos is not None:
@@ -255,9 +278,8 @@ def _packed_batch(view: ModelView, rows: Sequence[Row]) -> list[list[float]]:
     with torch.inference_mode():
         hidden = _last_hidden(view, embeds, mask[:, None].to(view.device), pos.to(view.device))
         idx = torch.tensor([(b, t) for b, t, _, _ in targets])
-        lp = head_logprobs(view, hidden[idx[:, 0], idx[:, 1]])
-        tok = torch.tensor([t for _, _, t, _ in targets], device=lp.device)
-        picked = lp.gather(1, tok[:, None])[:, 0].double().cpu().numpy()
+        tok = torch.tensor([t for _, _, t, _ in targets])
+        picked = target_logprobs(view, hidden[idx[:, 0], idx[:, 1]], tok).numpy()
     out = [[0.0] * len(r.continuations) for r in rows]
     for (b, _, _, j), v in zip(targets, picked, strict=True):
         out[b][j] += float(v)
@@ -283,9 +305,8 @@ def _plain_batch(view: ModelView, rows: Sequence[Row]) -> list[list[float]]:
         hidden = _last_hidden(view, embeds, attn.to(view.device), None)
         for i, (b, j, x, cont) in enumerate(seqs):
             start = x.shape[0] - len(cont)
-            lp = head_logprobs(view, hidden[i, start : x.shape[0]])
-            tok = torch.tensor(cont, device=lp.device)
-            out[b][j] = float(lp.gather(1, tok[:, None]).double().sum())
+            lp = target_logprobs(view, hidden[i, start : x.shape[0]], torch.tensor(cont))
+            out[b][j] = float(lp.sum())
     return out
 
 
