@@ -14,7 +14,7 @@ import pytest
 from geomlens.capture import CaptureConfig
 from geomlens.cli import main
 from geomlens.models import ModelView
-from geomlens.report.claims import claims
+from geomlens.report.claims import claim_records, claims
 from geomlens.report.page import SECTIONS, write_report
 from geomlens.report_command import run_report
 
@@ -75,11 +75,20 @@ def test_report_holds_every_analysis(report_run: Path) -> None:
     # self-contained: no external script, style or image is referenced
     assert not re.search(r"<(script|link|img)[^>]+(src|href)=\"(https?:)?//", page)
     assert "<noscript>" in page and "data:image/png;base64," in page
-    # every claim has a verdict decided by a number of this run
-    found = claims(metrics)
-    assert len(found) >= 9
+    # every claim has a verdict decided by a number of this run, kept in metrics.json
+    model = json.loads((report_run / "manifest.json").read_text())["model"]
+    found = claims(metrics, model)
+    assert metrics["claims"] == claim_records(metrics, model)
+    assert len(found) >= 11
     measured = [c for c in found if not c.verdict.startswith("not measured")]
-    assert len(measured) >= 8 and all(c.value != "–" for c in measured)
+    assert len(measured) >= 9 and all(c.value != "–" for c in measured)
+    by_id = {c.id: c for c in found}
+    # MiniLM is an encoder: its walk is expected to stay near its own token
+    assert "singh.walk_stays" in by_id and "singh.walk_leaves" not in by_id
+    # gamma/beta are judged on English word frequency, with an interval
+    zipf = by_id["molina.gamma_beta_common_words"]
+    assert zipf.low is not None and zipf.low <= zipf.number <= zipf.high
+    assert zipf.verdict in ("reproduced", "not reproduced", "inconclusive")
 
 
 def test_interrupted_report_resumes_to_identical_metrics(
@@ -166,6 +175,11 @@ def test_compare_two_runs(report_run: Path, tmp_path: Path, capsys) -> None:
     assert len(rows) == 1 + 2 * 7  # header + two runs x 7 hidden-state layers
     html = (tmp_path / "cmp" / "compare.html").read_text()
     assert "(run)" in html and "(second)" in html
+    assert '<section id="claims">' in html and "Layer norm is a projection" in html
+    claims_csv = (tmp_path / "cmp" / "compare_claims.csv").read_text().splitlines()
+    n_claims = len(json.loads((report_run / "metrics.json").read_text())["claims"])
+    assert len(claims_csv) == 1 + 2 * n_claims
+    assert claims_csv[0] == "run,id,paper,verdict,number,low,high,threshold"
 
 
 def test_compare_refuses_a_folder_that_is_not_a_run(tmp_path: Path, capsys) -> None:

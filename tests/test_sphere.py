@@ -306,3 +306,20 @@ def test_cli_parses_sphere():
     )
     assert args.probe_layers == (0, 2) and args.nouns == "n.txt" and args.prompt == "Hello there"
     assert args.contexts == 128 and args.length == 128
+
+
+def test_english_zipf_orders_common_words_and_shift_interval(smollm2):
+    from geomlens.analyses.word_frequency import english_zipf
+
+    z = english_zipf(["the", " house", "xqzvbw", ",", " "])
+    assert z[0] > z[1] > 0 and z[2] == z[3] == z[4] == 0
+    tokens = token_strings(smollm2)
+    zipf = english_zipf(tokens)
+    top = sph.top_tokens(smollm2, tokens, None, k=10, zipf=zipf, seed=3)
+    affine, plain = (zipf[top.tables[key]["top_ids"]].mean() for key in ("affine", "plain"))
+    shift = top.zipf_shift
+    assert shift is not None and shift["value"] == pytest.approx(affine - plain, abs=1e-6)
+    assert shift["low"] <= shift["value"] <= shift["high"] and shift["n_boot"] == 1000
+    assert top.zipf["vocab_mean"] == pytest.approx(zipf.mean(), rel=1e-6)
+    again = sph.top_tokens(smollm2, tokens, None, k=10, zipf=zipf, seed=3)
+    assert again.to_dict() == top.to_dict()  # seeded: the same bytes

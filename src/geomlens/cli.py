@@ -489,7 +489,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from geomlens.report.compare import write_compare
 
     page = write_compare(args.runs, args.out)
-    print(f"comparison written to {page} (and compare.csv beside it)")
+    print(f"comparison written to {page} (and compare.csv, compare_claims.csv beside it)")
     return 0
 
 
@@ -507,7 +507,9 @@ def add_report_parsers(sub: argparse._SubParsersAction) -> None:
         help="primary view leaves position 0 out (both views are shown)",
     )
     p.set_defaults(func=cmd_report)
-    p = sub.add_parser("compare", help="per-layer numbers of several runs side by side")
+    p = sub.add_parser(
+        "compare", help="per-layer numbers and the papers' claims of several runs side by side"
+    )
     p.add_argument("runs", nargs="+", metavar="DIR", help="run folders (decompose or report)")
     p.add_argument("--out", default="runs/compare", help="output folder (default runs/compare)")
     p.set_defaults(func=cmd_compare)

@@ -19,6 +19,7 @@ from geomlens.errors import GeomlensError
 from geomlens.files import damaged
 from geomlens.models.loading import load_configured
 from geomlens.models.view import ModelView
+from geomlens.report.claims import claim_records
 from geomlens.runfolder import (
     RERUN,
     Run,
@@ -310,6 +311,8 @@ def _run_locked(
         # machine (threads spinning against torch's); torch's own threads are unaffected.
         with threadpool_limits(limits=1, user_api="blas"):
             analyse(folder, view, windows, acc)
+        # The papers' claims, decided once from the numbers just written.
+        folder.merge_metrics("claims", claim_records(folder.read_metrics(), manifest["model"]))
     manifest.update(status="complete", timing={**timing, "wall_seconds": time.time() - started})
     folder.write_manifest(manifest)
     return open_run(folder.path)

@@ -23,6 +23,7 @@ import torch
 from geomlens.analyses import ffn as ffn_analysis
 from geomlens.analyses import head_probe, lens
 from geomlens.analyses import sphere as sph
+from geomlens.analyses.word_frequency import english_zipf
 from geomlens.capture.capture import CaptureConfig
 from geomlens.capture.hooks import base_kwargs, hidden_states
 from geomlens.corpus import Windows, load_corpus
@@ -174,7 +175,7 @@ def analyse_sphere(
         identity = sph.identity_result(stats, n_id, config.dtype)
         orient = sph.orientation(view, stats)
         counts = corpus_counts(view, config.corpus)
-        top = sph.top_tokens(view, tokens, counts)
+        top = sph.top_tokens(view, tokens, counts, zipf=english_zipf(tokens), seed=config.seed)
 
         step("head probe")
         layers = probe_layers if probe_layers is not None else head_probe.default_probe_layers(view)

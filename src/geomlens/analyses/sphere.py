@@ -23,6 +23,7 @@ import torch
 
 from geomlens.analyses.vocab import Columns, per_token, scan_vocab
 from geomlens.models.view import ModelView, NormView
+from geomlens.stats.intervals import mean_difference
 from geomlens.stats.rounding import sig
 
 Array = npt.NDArray[np.float64]
@@ -323,17 +324,24 @@ class TopTokens:
             "bottom_ids": [int], "top_scores": [float], "bottom_scores": [float]}.
         freq_rank: table -> mean corpus-frequency rank (1 = most frequent) of its top-k,
             and "vocab_mean" (the rank an average token has).
+        zipf: table -> mean English Zipf frequency of its top-k, and "vocab_mean".
+        zipf_shift: mean Zipf of the top-k with gamma/beta minus without, with a 95%
+            bootstrap interval (each list of k resampled); None without frequencies.
     """
 
     k: int
     readout_norm: str
     tables: dict[str, dict[str, list[Any]]]
     freq_rank: dict[str, float | None]
+    zipf: dict[str, float | None]
+    zipf_shift: dict[str, Any] | None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"k": self.k, "readout_norm": self.readout_norm}
         out.update(self.tables)
         out["mean_freq_rank"] = self.freq_rank
+        out["mean_english_zipf"] = self.zipf
+        out["english_zipf_shift"] = self.zipf_shift
         out["score"] = {
             "norm": "|W_E[i]|",
             "plain": "N0(e_i) . W_U[:, i], N0 = readout norm without gamma/beta",
@@ -354,6 +362,8 @@ def top_tokens(
     tokens: Sequence[str] | None = None,
     counts: Array | None = None,
     k: int = 10,
+    zipf: Array | None = None,
+    seed: int = 0,
 ) -> TopTokens:
     """Top and bottom k tokens by raw norm, and by the readout's score of their own embedding.
 
@@ -367,6 +377,8 @@ def top_tokens(
         tokens: [vocab] token strings (None: ids as strings).
         counts: [vocab] corpus counts for the frequency ranks (None: no ranks).
         k: how many.
+        zipf: [vocab] English Zipf frequencies (``english_zipf``; None: not compared).
+        seed: seeds the bootstrap of the Zipf shift.
     """
     V = int(view.W_E.shape[0])
     name, norm = readout_norm(view)
@@ -385,6 +397,7 @@ def top_tokens(
     ranks = frequency_ranks(counts) if counts is not None else None
     tables: dict[str, dict[str, list[Any]]] = {}
     freq: dict[str, float | None] = {}
+    common: dict[str, float | None] = {}
     for row, key in enumerate(("norm", "plain", "affine")):
         top, bottom = top_ids[row].tolist(), low_ids[row].tolist()
         tables[key] = {
@@ -396,8 +409,17 @@ def top_tokens(
             "bottom_scores": [sig(float(v)) for v in low_s[row]],
         }
         freq[key] = None if ranks is None else sig(ranks[top].mean())
+        common[key] = None if zipf is None else sig(zipf[top].mean())
     freq["vocab_mean"] = None if ranks is None else sig(ranks.mean())
-    return TopTokens(k=k, readout_norm=name, tables=tables, freq_rank=freq)
+    common["vocab_mean"] = None if zipf is None else sig(zipf.mean())
+    shift = None
+    if zipf is not None:
+        shift = mean_difference(
+            zipf[tables["affine"]["top_ids"]], zipf[tables["plain"]["top_ids"]], seed
+        )
+    return TopTokens(
+        k=k, readout_norm=name, tables=tables, freq_rank=freq, zipf=common, zipf_shift=shift
+    )
 
 
 def _own_scores(view: ModelView, norm: NormView, ids: Columns) -> list[torch.Tensor]:

@@ -15,20 +15,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from geomlens.stats.intervals import N_BOOT, percentiles, resamples
 from geomlens.stats.rounding import rounded
 
-N_BOOT = 1000
 DIGITS = 12
 
 
 def rnd(x: float | None) -> float | None:
     """Round for metrics.json (deterministic text); None stays None."""
     return None if x is None else rounded(float(x), DIGITS)
-
-
-def resamples(n: int, seed: int, n_boot: int = N_BOOT) -> npt.NDArray[np.int64]:
-    """[n_boot, n] item indices drawn with replacement from a seeded generator."""
-    return np.random.default_rng([seed, n]).integers(0, n, size=(n_boot, n))
 
 
 def accuracy_ci(
@@ -39,8 +34,8 @@ def accuracy_ci(
     if c.size == 0:
         return float("nan"), float("nan"), float("nan")
     draws = c[resamples(c.size, seed, n_boot)].mean(axis=1)
-    lo, hi = np.percentile(draws, [2.5, 97.5])
-    return float(c.mean()), float(lo), float(hi)
+    lo, hi = percentiles(draws)
+    return float(c.mean()), lo, hi
 
 
 def ratio_ci(
@@ -58,8 +53,8 @@ def ratio_ci(
     num, den = c[idx].mean(axis=1), b[idx].mean(axis=1)
     ok = den > 0
     ratios = num[ok] / den[ok]
-    lo, hi = np.percentile(ratios, [2.5, 97.5]) if ratios.size else (np.nan, np.nan)
-    return float(c.mean() / b.mean()), float(lo), float(hi)
+    lo, hi = percentiles(ratios)
+    return float(c.mean() / b.mean()), lo, hi
 
 
 def summary(

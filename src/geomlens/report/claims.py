@@ -9,9 +9,13 @@ token cannot decide them; the page shows both views elsewhere.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
+
+from geomlens.stats.intervals import wilson
+from geomlens.stats.rounding import sig
+
+NO_INTERVAL = "none: a median over layers (intervals over contexts are not computed yet)"
 
 
 @dataclass(frozen=True)
@@ -19,23 +23,40 @@ class Claim:
     """One claim: where it comes from, the rule, and what this run says.
 
     Attributes:
+        id: a stable short name ("song.pos_low_rank"), the key ``compare`` joins runs on.
         claim: the claim in plain words.
         paper: the paper that makes it.
         rule: the test applied, with its threshold.
         value: the deciding number(s), as text.
-        verdict: "reproduced", "not reproduced" or "not measured" (with the reason).
+        verdict: "reproduced", "not reproduced", "inconclusive" (the 95% interval holds
+            the threshold) or "not measured: <reason>".
+        number: the deciding number (None when not measured).
+        low, high: its 95% interval (None where the run has none; see ``interval``).
+        threshold: the number the rule compares it with.
+        interval: how the interval was obtained, or why there is none.
     """
 
+    id: str
     claim: str
     paper: str
     rule: str
     value: str
     verdict: str
+    number: float | None = None
+    low: float | None = None
+    high: float | None = None
+    threshold: float | None = None
+    interval: str = NO_INTERVAL
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record metrics.json keeps under "claims"."""
+        return {k: sig(v) if isinstance(v, float) else v for k, v in asdict(self).items()}
 
 
 SONG = "Song & Zhong 2023"
 MOLINA = "Molina 2023"
 SINGH = "Singh 2023"
+IDENTICAL_LOGLIK = 1e-3  # a pyramidal scheme this close to the baseline reproduces the input
 
 
 def skip_first_layers(metrics: dict[str, Any]) -> list[dict[str, Any]]:
@@ -51,10 +72,36 @@ def median_of(rows: list[dict[str, Any]], key: str) -> float | None:
     return statistics.median(values) if values else None
 
 
-def verdict(ok: bool | None, reason: str = "") -> str:
-    if ok is None:
-        return f"not measured{': ' + reason if reason else ''}"
-    return "reproduced" if ok else "not reproduced"
+def decide(
+    number: float | None,
+    threshold: float,
+    above: bool,
+    reason: str,
+    low: float | None = None,
+    high: float | None = None,
+) -> str:
+    """The verdict of "number >= threshold" (``above``) or "number <= threshold".
+
+    An interval that holds the threshold decides nothing: "inconclusive".
+    """
+    if number is None:
+        return f"not measured: {reason}"
+    if low is not None and high is not None and low <= threshold <= high:
+        return "inconclusive"
+    holds = number >= threshold if above else number <= threshold
+    return "reproduced" if holds else "not reproduced"
+
+
+def text(
+    number: float | None, fmt: str, *, low: float | None = None, high: float | None = None
+) -> str:
+    """``number`` in ``fmt``, with its interval when there is one ("–" when not measured)."""
+    if number is None:
+        return "–"
+    shown = format(number, fmt)
+    if low is not None and high is not None:
+        shown += f" [{format(low, fmt)}, {format(high, fmt)}]"
+    return shown
 
 
 def _position_claims(metrics: dict[str, Any]) -> list[Claim]:
@@ -65,41 +112,55 @@ def _position_claims(metrics: dict[str, Any]) -> list[Claim]:
     inc, rnd = median_of(rows, "incoherence_mean"), median_of(rows, "incoherence_random")
     ari = median_of(rows, "ctx_cluster_ari")
     within, between = median_of(rows, "ctx_cos_within"), median_of(rows, "ctx_cos_between")
+    ratio = None if inc is None or not rnd else inc / rnd
+    topics = None if ari is None or within is None or between is None else ari
     claims = [
         Claim(
+            "song.pos_low_rank",
             "The positional part is low-rank",
             SONG,
             "median over layers: the top ScreeNOT-rank singular values carry >= 50% of the sum",
             "–" if explained is None else f"explained {explained:.2f} at median rank {rank:g}",
-            verdict(None if explained is None else explained >= 0.5, missing),
+            decide(explained, 0.5, True, missing),
+            explained,
+            threshold=0.5,
         ),
         Claim(
+            "song.pos_low_frequency",
             "The positional basis is low-frequency (smooth Gram matrix)",
             SONG,
             "median over layers of pos_low_freq (lowest 10% of DCT frequencies) >= 0.5",
             "–" if low is None else f"pos_low_freq {low:.2f}, smoothness {smooth:.3f}",
-            verdict(None if low is None else low >= 0.5, missing),
+            decide(low, 0.5, True, missing),
+            low,
+            threshold=0.5,
         ),
         Claim(
+            "song.incoherence",
             "Position and context subspaces are incoherent (nearly orthogonal)",
             SONG,
             "median mean principal-angle cosine <= 1.25 x that of random subspaces",
-            "–" if inc is None or rnd is None else f"{inc:.3f} against random {rnd:.3f}",
-            verdict(None if inc is None or rnd is None else inc <= 1.25 * rnd, missing),
+            "–" if ratio is None else f"{inc:.3f} against random {rnd:.3f}",
+            decide(ratio, 1.25, False, missing),
+            ratio,
+            threshold=1.25,
         ),
         Claim(
+            "song.context_topics",
             "Context vectors cluster by document topic",
             SONG,
             "median ARI of k-means against topics >= 0.1 and within-topic |cos| > between",
             "–"
-            if ari is None or within is None or between is None
+            if topics is None
             else f"ARI {ari:.2f}; |cos| within {within:.3f}, between {between:.3f}",
-            verdict(
-                None
-                if ari is None or within is None or between is None
-                else ari >= 0.1 and within > between,
-                "no topic labels",
-            ),
+            "not reproduced"
+            if topics is not None
+            and within is not None
+            and between is not None
+            and within <= between
+            else decide(topics, 0.1, True, "no topic labels"),
+            topics,
+            threshold=0.1,
         ),
     ]
     qk = (metrics.get("attention") or {}).get("qk_basis") or []
@@ -107,13 +168,18 @@ def _position_claims(metrics: dict[str, Any]) -> list[Claim]:
     fits = [h["residual"] for b in qk for h in b["heads"]]
     base = [h["baseline_residual"] for b in qk for h in b["heads"]]
     fit, rand = (statistics.median(fits), statistics.median(base)) if fits else (None, None)
+    fit_ratio = None if fit is None or not rand else fit / rand
     claims.append(
         Claim(
+            "song.wqk_low_rank_plus_diagonal",
             "W_QK in the positional basis is low-rank plus diagonal",
             SONG,
-            "median relative residual of the fit < that of a Gaussian matrix",
-            "–" if fit is None else f"residual {fit:.3f} against random {rand:.3f}",
-            verdict(None if fit is None or rand is None else fit < rand, "no attention split"),
+            "median relative residual of the fit < that of a Gaussian matrix (ratio < 1)",
+            "–" if fit_ratio is None else f"residual {fit:.3f} against random {rand:.3f}",
+            decide(fit_ratio, 1.0, False, "no attention split"),
+            fit_ratio,
+            threshold=1.0,
+            interval="none: a median over heads",
         )
     )
     return claims
@@ -122,74 +188,191 @@ def _position_claims(metrics: dict[str, Any]) -> list[Claim]:
 def _sphere_claims(metrics: dict[str, Any]) -> list[Claim]:
     sphere = metrics.get("sphere") or {}
     err = (sphere.get("identity") or {}).get("max_rel_err")
-    ranks = (sphere.get("top_tokens") or {}).get("mean_freq_rank") or {}
-    plain, affine = ranks.get("plain"), ranks.get("affine")
+    shift = (sphere.get("top_tokens") or {}).get("english_zipf_shift")
+    zipf = (sphere.get("top_tokens") or {}).get("mean_english_zipf") or {}
+    number, lo, hi = (
+        (None, None, None) if shift is None else (shift["value"], shift["low"], shift["high"])
+    )
     return [
         Claim(
+            "molina.layernorm_sphere",
             "Layer norm is a projection onto a hyperplane, then scaling onto a sphere",
             MOLINA,
             "max relative error of the construction against the model's norm <= 1e-4",
             "–" if err is None else f"{err:.1e}",
-            verdict(None if err is None else err <= 1e-4, "no sphere analysis"),
+            decide(err, 1e-4, False, "no sphere analysis"),
+            err,
+            threshold=1e-4,
+            interval="none: an exact computation (the error is rounding)",
         ),
         Claim(
+            "molina.gamma_beta_common_words",
             "The final norm's gamma/beta shift the top-scoring tokens toward common words",
             MOLINA,
-            "mean corpus-frequency rank of the top tokens: with gamma/beta < without",
-            "–" if plain is None else f"rank {affine:g} with, {plain:g} without",
-            verdict(None if plain is None or affine is None else affine < plain, "no counts"),
+            "mean English Zipf frequency (wordfreq) of the top-10 tokens: with gamma/beta "
+            "minus without > 0",
+            "–"
+            if number is None
+            else f"{text(number, '+.2f', low=lo, high=hi)} (Zipf {zipf['affine']:.2f} with, "
+            f"{zipf['plain']:.2f} without; vocabulary {zipf['vocab_mean']:.2f})",
+            decide(number, 0.0, True, "no English word frequencies in this run", lo, hi)
+            if number is None or number != 0
+            else "not reproduced",
+            number,
+            lo,
+            hi,
+            threshold=0.0,
+            interval="none" if shift is None else f"{shift['method']}, {shift['n_boot']} draws",
         ),
     ]
 
 
-def _walk_claims(metrics: dict[str, Any]) -> list[Claim]:
-    walk = metrics.get("walk") or {}
-    never = ((walk.get("encoding") or {}).get("cos") or {}).get("frac_never_leave")
-    neg = (walk.get("kernels") or {}).get("negative_self_bias_fraction")
+def _fraction_interval(fraction: float, n: int) -> tuple[float, float]:
+    w = wilson(round(fraction * n), n)
+    return w["low"], w["high"]
+
+
+def _stack_claims(
+    walk: dict[str, Any], encoder: bool, stack: str | None, n_heads: int | None
+) -> list[Claim]:
+    """The walk and self-bias claims of one stack (``stack``: its name in an
+    encoder-decoder, else None); an encoder's walk is expected to stay near its own token
+    (Singh), a decoder's to leave it for the next token's."""
+    enc = walk.get("encoding") or {}
+    never = (enc.get("cos") or {}).get("frac_never_leave")
+    n_pos = enc.get("n_positions")
+    lo, hi = (None, None) if never is None or not n_pos else _fraction_interval(never, n_pos)
+    kern = walk.get("kernels") or {}
+    neg = kern.get("negative_self_bias_fraction")
+    n_kern = (
+        None
+        if neg is None or not n_heads
+        else n_heads * len(kern.get("negative_self_bias_fraction_per_layer") or [])
+    )
+    klo, khi = (None, None) if neg is None or not n_kern else _fraction_interval(neg, n_kern)
+    tag, suffix = ("", "") if stack is None else (f" ({stack} stack)", f".{stack}")
     return [
         Claim(
-            "A token's walk up the layers leaves its own token's neighbourhood",
+            f"singh.walk_{'stays' if encoder else 'leaves'}{suffix}",
+            (
+                "An encoder's vector stays near its own token up the layers"
+                if encoder
+                else "A token's walk up the layers leaves its own token's neighbourhood"
+            )
+            + tag,
             SINGH,
-            "fraction of positions whose own token never leaves the top-k (cosine) < 0.5",
-            "–" if never is None else f"{never:.2f} never leave",
-            verdict(None if never is None else never < 0.5, "no walk analysis"),
+            "fraction of positions whose own token never leaves the top-k (cosine) "
+            + (">= 0.5" if encoder else "<= 0.5"),
+            text(never, ".2f", low=lo, high=hi) + ("" if never is None else " never leave"),
+            decide(never, 0.5, encoder, "no walk analysis", lo, hi),
+            never,
+            lo,
+            hi,
+            threshold=0.5,
+            interval="Wilson score over positions of the walk text (neighbouring positions "
+            "are not independent: the interval is a lower bound on the uncertainty)",
         ),
         Claim(
-            "Attention heads show a negative self-bias",
+            f"singh.negative_self_bias{suffix}",
+            "Attention heads show a negative self-bias" + tag,
             SINGH,
             "fraction of heads attending less to their own position than to others >= 0.5",
-            "–" if neg is None else f"{neg:.2f} of heads",
-            verdict(None if neg is None else neg >= 0.5, "no kernels"),
+            text(neg, ".2f", low=klo, high=khi) + ("" if neg is None else " of heads"),
+            decide(neg, 0.5, True, "no kernels", klo, khi),
+            neg,
+            klo,
+            khi,
+            threshold=0.5,
+            interval="Wilson score over heads",
         ),
     ]
+
+
+def _walk_claims(metrics: dict[str, Any], model: dict[str, Any]) -> list[Claim]:
+    walk = metrics.get("walk") or {}
+    n_heads = model.get("n_heads")
+    if walk.get("decoder"):  # an encoder-decoder: each stack with its own expectation
+        return [
+            *_stack_claims(walk, True, "encoder", n_heads),
+            *_stack_claims(walk["decoder"], False, "decoder", n_heads),
+        ]
+    return _stack_claims(walk, bool(model.get("is_encoder")), None, n_heads)
+
+
+def _concept_claim(concepts: dict[str, Any], test: str, prefix: str, reason: str) -> Claim:
+    """Test 1 (pyramidal) or Test 2 (similarity): its best scheme that does not give back
+    the input itself (a pyramidal scheme whose log-likelihoods equal the baseline's)."""
+    headline = concepts.get("headline", "normalised_vs_acc")
+    of_test = {n: s for n, s in (concepts.get("schemes") or {}).items() if n.startswith(prefix)}
+    differ = {
+        n: s
+        for n, s in of_test.items()
+        if s.get("loglik_max_abs_diff_vs_baseline") is None
+        or s["loglik_max_abs_diff_vs_baseline"] > IDENTICAL_LOGLIK
+    }
+    schemes = {n: s for n, s in differ.items() if isinstance(s.get(headline), (int, float))}
+    if concepts.get("schemes") and not of_test:
+        reason = f"no {test} scheme in this run"
+    elif of_test and not differ:
+        reason = f"every {test} scheme in this run gives back the input itself"
+    elif differ and not schemes:
+        reason = "the baseline answered no item right, so no score can be normalised by it"
+    best = max(schemes, key=lambda n: schemes[n][headline], default=None)
+    score = None if best is None else schemes[best][headline]
+    lo, hi = (
+        (None, None) if best is None else tuple(schemes[best].get(f"{headline}_ci") or (None, None))
+    )
+    return Claim(
+        f"singh.concepts_{test}",
+        f"Concept vectors can stand in for the text they summarise ({test} test)",
+        SINGH,
+        f"best {test} scheme's accuracy >= 1.0 x the model's own baseline accuracy; "
+        "schemes that give back the input exactly are left out",
+        "–" if score is None else f"{text(score, '.2f', low=lo, high=hi)} of baseline ({best})",
+        decide(score, 1.0, True, reason, lo, hi),
+        score,
+        lo,
+        hi,
+        threshold=1.0,
+        interval="paired bootstrap over items, 1000 draws (the best of several schemes: the "
+        "interval does not account for the choice)",
+    )
 
 
 def _concept_claims(metrics: dict[str, Any]) -> list[Claim]:
     concepts = metrics.get("concepts") or {}
-    ranking = concepts.get("ranking") or []
-    best = (concepts.get("schemes") or {}).get(ranking[0], {}) if ranking else {}
-    score = best.get(concepts.get("headline", "normalised_vs_acc"))
-    best = {**best, "name": ranking[0] if ranking else "?"}
     reason = concepts.get("unsupported", "no concept tests in this run")
     return [
-        Claim(
-            "Concept vectors can stand in for the text they summarise",
-            SINGH,
-            "best scheme's accuracy >= 0.9 x the model's own baseline accuracy",
-            "–" if score is None else f"{score:.2f} of baseline ({best.get('name', '?')})",
-            verdict(None if score is None else score >= 0.9, reason),
-        )
+        _concept_claim(concepts, "pyramidal", "P:", reason),
+        _concept_claim(concepts, "similarity", "S:", reason),
     ]
 
 
-CLAIM_GROUPS: tuple[Callable[[dict[str, Any]], list[Claim]], ...] = (
-    _position_claims,
-    _sphere_claims,
-    _walk_claims,
-    _concept_claims,
-)
+def claims(metrics: dict[str, Any], model: dict[str, Any] | None = None) -> list[Claim]:
+    """Every claim, in the order of the papers' sections.
+
+    Args:
+        metrics: a run's metrics.json.
+        model: the manifest's "model" record (kind and head count; None: a decoder).
+    """
+    model = model or {}
+    return [
+        *_position_claims(metrics),
+        *_sphere_claims(metrics),
+        *_walk_claims(metrics, model),
+        *_concept_claims(metrics),
+    ]
 
 
-def claims(metrics: dict[str, Any]) -> list[Claim]:
-    """Every claim, in the order of the papers' sections."""
-    return [c for group in CLAIM_GROUPS for c in group(metrics)]
+def claim_records(
+    metrics: dict[str, Any], model: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """The claims as metrics.json keeps them."""
+    return [c.to_dict() for c in claims(metrics, model)]
+
+
+def run_claims(metrics: dict[str, Any], manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """The claims a run holds in metrics.json, or (a run made before they were kept) its
+    claims computed now from its numbers."""
+    stored = metrics.get("claims")
+    return list(stored) if stored is not None else claim_records(metrics, manifest.get("model"))

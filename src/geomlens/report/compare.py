@@ -20,7 +20,7 @@ import plotly.offline
 from geomlens.errors import GeomlensError
 from geomlens.files import damaged, replacing, write_text_atomic
 from geomlens.report import interactive as plots
-from geomlens.report.claims import skip_first_layers
+from geomlens.report.claims import run_claims, skip_first_layers
 from geomlens.report.html import escape, plot, section, table
 from geomlens.report.page import LOADER, STYLE
 from geomlens.runfolder import RERUN, Run, open_run
@@ -90,6 +90,32 @@ def summary_rows(runs: list[Run]) -> list[list[Any]]:
     return rows
 
 
+def claims_table(runs: list[Run]) -> tuple[list[str], list[list[Any]]]:
+    """The papers' claims side by side: one row per claim, one "verdict: number" column per
+    run (a claim a run does not make, such as an encoder-decoder's decoder stack, is "–")."""
+    found = [{c["id"]: c for c in run_claims(run.metrics, run.manifest)} for run in runs]
+    order = list(dict.fromkeys(cid for claims in found for cid in claims))
+    rows = []
+    for cid in order:
+        first = next(claims[cid] for claims in found if cid in claims)
+        cells = [
+            f"{claims[cid]['verdict']}: {claims[cid]['value']}" if cid in claims else "–"
+            for claims in found
+        ]
+        rows.append([first["claim"], first["paper"], *cells])
+    return ["claim", "paper", *(label(r) for r in runs)], rows
+
+
+def claim_rows(runs: list[Run]) -> list[list[Any]]:
+    """compare_claims.csv: one row per run and claim, with its number and interval."""
+    keys = ("id", "paper", "verdict", "number", "low", "high", "threshold")
+    return [
+        [label(run), *(c.get(k) for k in keys)]
+        for run in runs
+        for c in run_claims(run.metrics, run.manifest)
+    ]
+
+
 FORMULA_STARTS = ("=", "+", "-", "@")
 """First characters that make a spreadsheet read a cell as a formula."""
 PLAIN_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
@@ -108,17 +134,25 @@ def spreadsheet_cell(value: Any) -> Any:
     return value
 
 
+def write_csv(path: Path, header: list[str], rows: list[list[Any]]) -> None:
+    """A CSV whose text cells a spreadsheet shows as text, written whole or not at all."""
+    with replacing(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow([spreadsheet_cell(c) for c in header])
+        writer.writerows([spreadsheet_cell(c) for c in row] for row in rows)
+
+
 def write_compare(paths: list[str | Path], out: str | Path) -> Path:
-    """Write compare.html and compare.csv into ``out``; return the HTML path."""
+    """Write compare.html, compare.csv (every layer) and compare_claims.csv into ``out``;
+    return the HTML path."""
     runs = load_runs(paths)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     long = long_rows(runs)
     header = ["run", "layer", "depth", *COLUMNS]
-    with replacing(out / "compare.csv") as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow([spreadsheet_cell(c) for c in header])
-        writer.writerows([spreadsheet_cell(c) for c in row] for row in long)
+    write_csv(out / "compare.csv", header, long)
+    claim_header = ["run", "id", "paper", "verdict", "number", "low", "high", "threshold"]
+    write_csv(out / "compare_claims.csv", claim_header, claim_rows(runs))
     figures = "".join(
         plot(depth_figure(runs, key), f"plot-{key}", f"{key} by relative depth")
         for key in ("share_pos", "rel_norm_pos", "pos_rank")
@@ -128,6 +162,7 @@ def write_compare(paths: list[str | Path], out: str | Path) -> Path:
         "Medians over layers (position 0 skipped)",
         table(["run", "layers", *COLUMNS], summary_rows(runs)),
     )
+    body += section("claims", "The papers' claims, run by run", table(*claims_table(runs)))
     body += section("figures", "By relative depth", figures)
     body += section("layers", "Every layer", table(header, long))
     title = "geomlens comparison: " + ", ".join(label(r) for r in runs)
@@ -135,8 +170,8 @@ def write_compare(paths: list[str | Path], out: str | Path) -> Path:
         '<!DOCTYPE html><html lang="en" class="no-js"><head><meta charset="utf-8">'
         f"<title>{escape(title)}</title><style>{STYLE}</style>"
         f"<script>{plotly.offline.get_plotlyjs()}</script></head><body>"
-        '<nav><a href="#table1">Table 1</a><a href="#figures">Figures</a>'
-        '<a href="#layers">Every layer</a></nav>'
+        '<nav><a href="#table1">Table 1</a><a href="#claims">Claims</a>'
+        '<a href="#figures">Figures</a><a href="#layers">Every layer</a></nav>'
         f"<main><h1>{escape(title)}</h1>{body}</main><script>{LOADER}</script></body></html>"
     )
     return write_text_atomic(out / "compare.html", page)

@@ -15,7 +15,7 @@ import plotly.offline
 
 from geomlens.files import write_text_atomic
 from geomlens.report import interactive as plots
-from geomlens.report.claims import claims, skip_first_layers
+from geomlens.report.claims import run_claims, skip_first_layers
 from geomlens.report.html import escape, image, number, plot, readings, section, table
 from geomlens.runfolder import Run, open_run
 
@@ -79,6 +79,7 @@ figcaption{font-size:.85em;color:#555}
 .plot{min-height:360px}
 .verdict-reproduced{color:#176e2c;font-weight:600}
 .verdict-not{color:#a3261b;font-weight:600}
+.verdict-unsure{color:#8a5a00;font-weight:600}
 .no-js .js-only{display:none}
 .note{color:#555;font-size:.9em}
 """
@@ -138,29 +139,41 @@ def summary_section(run: Run) -> str:
         f"{config['corpus']} corpus, {config['contexts']} windows of {config['length']} tokens.",
     ]
     lines += decomposition_readings(m)[:2]
-    found = claims(m)
-    done = [c for c in found if not c.verdict.startswith("not measured")]
-    ok = sum(c.verdict == "reproduced" for c in done)
-    lines.append(f"{ok} of the {len(done)} claims measured here are reproduced (see Claims).")
+    found = run_claims(m, manifest)
+    done = [c for c in found if not c["verdict"].startswith("not measured")]
+    ok = sum(c["verdict"] == "reproduced" for c in done)
+    unsure = sum(c["verdict"] == "inconclusive" for c in done)
+    lines.append(
+        f"{ok} of the {len(done)} claims measured here are reproduced"
+        + (f", {unsure} inconclusive (their 95% interval holds the threshold)" if unsure else "")
+        + " (see Claims)."
+    )
     seconds = (manifest.get("timing") or {}).get("wall_seconds")
     if seconds is not None:
         lines.append(f"The run took {seconds / 60:.1f} minutes.")
     return readings(lines)
 
 
+VERDICT_CSS = {"reproduced": "verdict-reproduced", "inconclusive": "verdict-unsure"}
+
+
 def claims_section(run: Run) -> str:
     rows = []
-    for c in claims(run.metrics):
-        css = "verdict-reproduced" if c.verdict == "reproduced" else "verdict-not"
+    for c in run_claims(run.metrics, run.manifest):
+        css = VERDICT_CSS.get(c["verdict"], "verdict-not")
         rows.append(
-            f"<tr><td>{escape(c.claim)}</td><td>{escape(c.paper)}</td>"
-            f'<td class="{css}">{escape(c.verdict)}</td><td>{escape(c.value)}</td>'
-            f"<td>{escape(c.rule)}</td></tr>"
+            f"<tr><td>{escape(c['claim'])}</td><td>{escape(c['paper'])}</td>"
+            f'<td class="{css}">{escape(c["verdict"])}</td><td>{escape(c["value"])}</td>'
+            f"<td>{escape(c['rule'])}</td><td>{escape(c['interval'])}</td></tr>"
         )
-    head = "".join(f"<th>{h}</th>" for h in ("claim", "paper", "this model", "number", "rule"))
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in ("claim", "paper", "this model", "number [95% interval]", "rule", "interval")
+    )
     note = (
         '<p class="note">Position/context claims read the view with position 0 left out '
-        "(the original authors' default); medians are over layers.</p>"
+        "(the original authors' default); medians are over layers. A claim whose 95% "
+        "interval holds the threshold is inconclusive: this run cannot decide it.</p>"
     )
     body = "".join(rows)
     return (

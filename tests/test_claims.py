@@ -1,0 +1,118 @@
+"""The papers' claims as data: verdicts with intervals, the papers' expectations per model
+kind, and the concept claim never decided by a scheme that gives back its input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from geomlens.report.claims import claim_records, claims, decide
+from geomlens.stats.intervals import mean_difference, wilson
+
+
+def by_id(metrics: dict, model: dict | None = None) -> dict:
+    return {c.id: c for c in claims(metrics, model)}
+
+
+def test_an_interval_holding_the_threshold_decides_nothing() -> None:
+    assert decide(0.9, 1.0, True, "", 0.6, 1.2) == "inconclusive"
+    assert decide(1.3, 1.0, True, "", 1.1, 1.5) == "reproduced"
+    assert decide(0.7, 1.0, True, "", 0.5, 0.9) == "not reproduced"
+    assert decide(0.7, 1.0, False, "") == "reproduced"  # no interval: the number decides
+    assert decide(None, 1.0, True, "no walk") == "not measured: no walk"
+
+
+def _concepts(schemes: dict) -> dict:
+    return {"concepts": {"headline": "normalised_vs_acc", "schemes": schemes}}
+
+
+IDENTITY = {  # one-token segments, mean, no norm: the input embeddings themselves
+    "normalised_vs_acc": 1.0,
+    "normalised_vs_acc_ci": [0.8, 1.2],
+    "loglik_max_abs_diff_vs_baseline": 1.4e-5,
+}
+
+
+def test_a_scheme_that_gives_back_its_input_never_decides_the_concept_claim() -> None:
+    other = {
+        "normalised_vs_acc": 0.9,
+        "normalised_vs_acc_ci": [0.63, 1.24],
+        "loglik_max_abs_diff_vs_baseline": 12.3,
+    }
+    sim = {"normalised_vs_acc": 0.3, "normalised_vs_acc_ci": [0.09, 0.67]}
+    found = by_id(
+        _concepts({"P:tokens|E|mean|none|none|none": IDENTITY, "P:concat": other, "S:x": sim})
+    )
+    pyramidal, similarity = found["singh.concepts_pyramidal"], found["singh.concepts_similarity"]
+    assert pyramidal.number == 0.9 and "P:concat" in pyramidal.value
+    assert pyramidal.verdict == "inconclusive"  # [0.63, 1.24] holds the paper's 1.0
+    assert similarity.verdict == "not reproduced" and similarity.high == 0.67
+    alone = by_id(_concepts({"P:tokens|E|mean|none|none|none": IDENTITY}))
+    assert alone["singh.concepts_pyramidal"].verdict == (
+        "not measured: every pyramidal scheme in this run gives back the input itself"
+    )
+
+
+WALK = {
+    "encoding": {"cos": {"frac_never_leave": 0.9}, "n_positions": 300},
+    "kernels": {
+        "negative_self_bias_fraction": 0.8,
+        "negative_self_bias_fraction_per_layer": [0.8] * 6,
+    },
+}
+
+
+def test_encoders_and_decoders_get_the_expectation_each_paper_states() -> None:
+    encoder = by_id({"walk": WALK}, {"is_encoder": True, "n_heads": 12})
+    decoder = by_id({"walk": WALK}, {"is_encoder": False, "n_heads": 12})
+    assert encoder["singh.walk_stays"].verdict == "reproduced"
+    assert decoder["singh.walk_leaves"].verdict == "not reproduced"
+    # Wilson over 300 positions, and over 6 layers x 12 heads
+    assert encoder["singh.walk_stays"].low == pytest.approx(wilson(270, 300)["low"])
+    bias = encoder["singh.negative_self_bias"]
+    assert (bias.low, bias.high) == (wilson(58, 72)["low"], wilson(58, 72)["high"])
+    seq2seq = by_id({"walk": {**WALK, "stack": "encoder", "decoder": WALK}}, {"n_heads": 12})
+    assert seq2seq["singh.walk_stays.encoder"].verdict == "reproduced"
+    assert seq2seq["singh.walk_leaves.decoder"].verdict == "not reproduced"
+    assert "(decoder stack)" in seq2seq["singh.walk_leaves.decoder"].claim
+
+
+def test_gamma_beta_claim_reads_english_word_frequency_with_its_interval() -> None:
+    def sphere(value: float, low: float, high: float) -> dict:
+        shift = {"value": value, "low": low, "high": high, "method": "bootstrap", "n_boot": 1000}
+        zipf = {"affine": 5.0, "plain": 5.0 - value, "vocab_mean": 3.2}
+        return {"sphere": {"top_tokens": {"english_zipf_shift": shift, "mean_english_zipf": zipf}}}
+
+    name = "molina.gamma_beta_common_words"
+    assert by_id(sphere(1.5, 0.7, 2.3))[name].verdict == "reproduced"
+    assert by_id(sphere(0.4, -0.2, 1.0))[name].verdict == "inconclusive"
+    assert by_id(sphere(-1.0, -1.8, -0.3))[name].verdict == "not reproduced"
+    assert by_id({})[name].verdict.startswith("not measured")
+
+
+def test_claim_records_are_plain_json_with_the_interval_fields() -> None:
+    records = claim_records(_concepts({"P:tokens": IDENTITY}))
+    assert len({r["id"] for r in records}) == len(records)
+    for r in records:
+        assert set(r) >= {"id", "claim", "paper", "rule", "verdict", "number", "low", "high"}
+
+
+def test_wilson_interval_matches_its_closed_form_and_covers_95_percent() -> None:
+    z2 = 1.959963984540054**2
+    assert wilson(0, 10)["high"] == pytest.approx(z2 / (10 + z2), rel=1e-7)
+    rng = np.random.default_rng(0)
+    hits = [
+        (w := wilson(int(rng.binomial(200, 0.3)), 200))["low"] <= 0.3 <= w["high"]
+        for _ in range(2000)
+    ]
+    assert 0.93 <= np.mean(hits) <= 0.97
+
+
+def test_bootstrap_difference_covers_a_planted_difference_about_95_percent() -> None:
+    rng = np.random.default_rng(1)
+    hits = []
+    for seed in range(300):
+        a, b = rng.normal(0.5, 1.0, 60), rng.normal(0.0, 1.0, 60)
+        d = mean_difference(a, b, seed)
+        hits.append(d["low"] <= 0.5 <= d["high"])
+    assert 0.90 <= np.mean(hits) <= 0.98
