@@ -1,0 +1,66 @@
+"""The concept-space section (Singh): schemes against the model's own baseline."""
+
+from __future__ import annotations
+
+from geomlens.report import interactive as plots
+from geomlens.report.html import number, plot, readings, table
+from geomlens.report.section import Section
+from geomlens.runfolder import Run
+
+
+def concepts_section(run: Run) -> str:
+    c, folder = run.metrics.get("concepts"), run.path
+    if not c:
+        return readings(["Not computed in this run."])
+    if "unsupported" in c:
+        return readings([f"Not computed: {c['unsupported']}"])
+    base, headline = c["baseline"], c.get("headline", "normalised_vs_acc")
+    lines = [
+        f"Baseline on {base['n']} items of {c['task']['name']} ({c['shots']}-shot): acc "
+        f"{base['acc']:.3f}, acc_norm {base['acc_norm']:.3f}, acc_bytes {base['acc_bytes']:.3f} "
+        f"(chance {base['chance']:.3f}).",
+        f"Scores are normalised by the baseline's acc (summed log-likelihood): {headline}.",
+    ]
+    ranking = c.get("ranking") or []
+    schemes = c.get("schemes") or {}
+    if ranking:
+        best = schemes[ranking[0]]
+        lines.append(
+            f"The best scheme, {ranking[0]}, reaches {number(best.get(headline))} of the "
+            f"baseline (accuracy {best['acc']:.3f})."
+        )
+    rows = []
+    for name in ranking:
+        s = schemes[name]
+        low, high = s.get(f"{headline}_ci") or (None, None)
+        rows.append([name, s["acc"], s.get(headline), low, high, s.get("normalised_vs_acc_norm")])
+    parts = [readings(lines)]
+    if rows:
+        parts.append(
+            plot(
+                plots.bars(
+                    [r[0] for r in rows],
+                    [r[2] for r in rows],
+                    "Accuracy over the baseline's",
+                    "normalised accuracy",
+                    errors=[(r[3] or 0.0, r[4] or 0.0) for r in rows],
+                ),
+                "plot-concepts",
+                "Concept schemes: accuracy over the model's baseline accuracy, 95% intervals",
+            )
+        )
+        header = ["scheme", "acc", "normalised", "95% low", "95% high", "vs acc_norm"]
+        parts.append(table(header, rows, "Schemes, best first"))
+    parts.append(SECTION.static_figures(folder, ("concepts_",)))
+    return "".join(parts)
+
+
+SECTION = Section(
+    "concepts",
+    "Concept-space tests",
+    concepts_section,
+    present=lambda run: "concepts" in run.metrics,
+    captions={
+        "concepts_schemes": "Concept-space schemes against the model's baseline",
+    },
+)

@@ -1,0 +1,131 @@
+"""The position and context section (Song & Zhong): shares, ranks, frequency, topics."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from geomlens.report import interactive as plots
+from geomlens.report.claims import skip_first_layers
+from geomlens.report.html import plot, readings, table
+from geomlens.report.section import Section, pct
+from geomlens.runfolder import Run
+
+
+def decomposition_readings(m: dict[str, Any]) -> list[str]:
+    dec = m.get("decomposition")
+    if not dec:
+        return []
+    rows = skip_first_layers(m)
+    lines = []
+    if rows:
+        mid = rows[len(rows) // 2]
+        top = max(rows, key=lambda r: r["share_pos"])
+        lines.append(
+            f"Without position 0, the positional part explains {pct(mid['share_pos'])} of the "
+            f"variance at layer {mid['layer']} (ScreeNOT rank {mid['pos_rank']}), the context "
+            f"part {pct(mid['share_ctx'])}; the positional share peaks at layer {top['layer']} "
+            f"({pct(top['share_pos'])})."
+        )
+    primary = dec["layers"] if not dec.get("skip_first") else dec["other_view"]["layers"]
+    big = max(primary, key=lambda r: r["share_pos"])
+    lines.append(
+        f"With position 0 included, the positional share reaches {pct(big['share_pos'])} at layer "
+        f"{big['layer']}: compare the two views before reading the shares."
+    )
+    return lines
+
+
+def decomposition_section(run: Run) -> str:
+    m, folder = run.metrics, run.path
+    dec = m["decomposition"]
+    views = [(("position 0 skipped" if dec["skip_first"] else "all positions"), dec["layers"])]
+    other = dec["other_view"]
+    views.append(
+        ("position 0 skipped" if other["skip_first"] else "all positions", other["layers"])
+    )
+    rows = skip_first_layers(m)
+    all_positions = other["layers"] if dec["skip_first"] else dec["layers"]
+    keys = [
+        "layer",
+        "share_pos",
+        "share_ctx",
+        "share_resid",
+        "rel_norm_pos",
+        "pos_rank",
+        "pos_rank95",
+        "pos_stable_rank",
+        "pos_explained",
+        "pos_low_freq",
+        "pos_smoothness",
+        "incoherence_max",
+        "incoherence_mean",
+        "incoherence_random",
+        "ctx_cos_within",
+        "ctx_cos_between",
+        "ctx_cluster_ari",
+    ]
+    parts = [
+        readings(decomposition_readings(m)),
+        plot(
+            plots.shares(views), "plot-shares", "Variance shares by layer, both views of position 0"
+        ),
+        plot(
+            plots.per_layer(
+                rows, ["pos_rank", "pos_rank95", "pos_stable_rank"], "Positional rank", "rank"
+            ),
+            "plot-ranks",
+            "Rank of the positional part (position 0 skipped)",
+        ),
+        plot(
+            plots.per_layer(
+                rows,
+                [
+                    "pos_low_freq",
+                    "pos_smoothness",
+                    "incoherence_mean",
+                    "incoherence_random",
+                    "ctx_cluster_ari",
+                ],
+                "Frequency, incoherence and topic clustering",
+                "value",
+            ),
+            "plot-geometry",
+            "Low-frequency share, smoothness, incoherence against random, and topic ARI",
+        ),
+        SECTION.saved_plot(folder, "decomposition_spiral", "plot-spiral"),
+        table(keys, [[r.get(k) for k in keys] for r in rows], "Per layer, position 0 skipped"),
+        table(
+            keys,
+            [[r.get(k) for k in keys] for r in all_positions],
+            "Per layer, all positions",
+        ),
+    ]
+    spectra_path = folder / "decomposition_spectra.json"
+    if spectra_path.exists():
+        spectra = json.loads(spectra_path.read_text())
+        if "skip_first" in spectra:
+            parts.append(
+                plot(
+                    plots.spectra(spectra["skip_first"], "Positional singular values"),
+                    "plot-spectra",
+                    "Singular values of pos per layer (position 0 skipped)",
+                )
+            )
+    parts.append(SECTION.static_figures(folder, ("decomposition_",)))
+    return "".join(parts)
+
+
+SECTION = Section(
+    "decomposition",
+    "Position and context",
+    decomposition_section,
+    present=lambda run: "decomposition" in run.metrics,
+    captions={
+        "decomposition_shares": "Variance shares per layer (static)",
+        "decomposition_spectra": "Singular values of the positional part",
+        "decomposition_spiral": "Top-3 principal components of pos[t], coloured by t",
+        "decomposition_gram": "Gram matrices of the normalised positional vectors and their DCT",
+        "decomposition_contexts": "Context vectors on their top-2 principal axes, by topic",
+    },
+)

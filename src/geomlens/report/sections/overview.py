@@ -1,0 +1,91 @@
+"""The sections every report has: the summary, the papers' claims, and the run itself."""
+
+from __future__ import annotations
+
+import json
+
+from geomlens.report.claims import run_claims
+from geomlens.report.html import escape, readings, table
+from geomlens.report.section import Section
+from geomlens.report.sections.decomposition import decomposition_readings
+from geomlens.runfolder import Run
+
+
+def summary_section(run: Run) -> str:
+    m, manifest = run.metrics, run.manifest
+    config, model = manifest["config"], manifest.get("model", {})
+    lines = [
+        f"{model.get('name', config['model'])} ({model.get('family', '?')}, "
+        f"{model.get('n_layers', '?')} layers, d = {model.get('d_model', '?')}) on the "
+        f"{config['corpus']} corpus, {config['contexts']} windows of {config['length']} tokens.",
+    ]
+    lines += decomposition_readings(m)[:2]
+    found = run_claims(m, manifest)
+    done = [c for c in found if not c["verdict"].startswith("not measured")]
+    ok = sum(c["verdict"] == "reproduced" for c in done)
+    unsure = sum(c["verdict"] == "inconclusive" for c in done)
+    lines.append(
+        f"{ok} of the {len(done)} claims measured here are reproduced"
+        + (f", {unsure} inconclusive (their 95% interval holds the threshold)" if unsure else "")
+        + " (see Claims)."
+    )
+    seconds = (manifest.get("timing") or {}).get("wall_seconds")
+    if seconds is not None:
+        lines.append(f"The run took {seconds / 60:.1f} minutes.")
+    return readings(lines)
+
+
+VERDICT_CSS = {"reproduced": "verdict-reproduced", "inconclusive": "verdict-unsure"}
+
+
+def claims_section(run: Run) -> str:
+    rows = []
+    for c in run_claims(run.metrics, run.manifest):
+        css = VERDICT_CSS.get(c["verdict"], "verdict-not")
+        rows.append(
+            f"<tr><td>{escape(c['claim'])}</td><td>{escape(c['paper'])}</td>"
+            f'<td class="{css}">{escape(c["verdict"])}</td><td>{escape(c["value"])}</td>'
+            f"<td>{escape(c['rule'])}</td><td>{escape(c['interval'])}</td></tr>"
+        )
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in ("claim", "paper", "this model", "number [95% interval]", "rule", "interval")
+    )
+    note = (
+        '<p class="note">Position/context claims read the view with position 0 left out '
+        "(the original authors' default); medians are over layers. A claim whose 95% "
+        "interval holds the threshold is inconclusive: this run cannot decide it.</p>"
+    )
+    body = "".join(rows)
+    return (
+        f'{note}<table class="numbers claims"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{body}</tbody></table>"
+    )
+
+
+def run_section(run: Run) -> str:
+    manifest = run.manifest
+    model = manifest.get("model", {})
+    rows = [
+        ["command", manifest.get("command")],
+        ["model", model.get("name")],
+        ["model source", model.get("source")],
+        ["corpus", manifest["config"].get("corpus")],
+        ["windows", f"{manifest['config']['contexts']} x {manifest['config']['length']}"],
+        ["seed", manifest["config"].get("seed")],
+        ["device", manifest.get("device")],
+        ["time taken (s)", (manifest.get("timing") or {}).get("wall_seconds")],
+        ["capture tokens/s", (manifest.get("timing") or {}).get("tokens_per_s")],
+    ]
+    versions = [[k, v] for k, v in sorted((manifest.get("versions") or {}).items())]
+    config = json.dumps(manifest["config"], indent=1, sort_keys=True)
+    return (
+        table(["", ""], rows, "Manifest")
+        + table(["package", "version"], versions, "Versions")
+        + f"<details><summary>Full config</summary><pre>{escape(config)}</pre></details>"
+    )
+
+
+SUMMARY = Section("summary", "Summary", summary_section)
+CLAIMS = Section("claims", "Claims", claims_section)
+RUN = Section("run", "Run", run_section)
