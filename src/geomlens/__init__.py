@@ -1,13 +1,43 @@
 """geomlens: the geometry of pretrained transformer language models.
 
 Entry points: ``load_model`` (a ``ModelView`` of any supported model), ``load_corpus``
-and ``make_windows`` (C x T token windows), ``open_run`` (a run folder read back).
+and ``make_windows`` (C x T token windows), ``open_run`` (a run folder read back), and
+one function per command, each returning a ``Result`` (numbers, figures, run folder):
+``capture``, ``decompose``, ``sphere``, ``walk``, ``concepts``, ``report`` (see
+``geomlens.api`` and docs/python_api.md).
+
+``geomlens.decompose`` (and the other five) is both the module of that name and callable
+as the API function: see ``geomlens.api.modules``.
 """
 
+from typing import TYPE_CHECKING
+
+from geomlens.api.modules import install
+from geomlens.api.result import Result, open_result
 from geomlens.corpus import load_corpus, make_windows
 from geomlens.errors import GeomlensError
 from geomlens.models import ModelView, load_model
 from geomlens.runfolder import open_run
 
-__all__ = ["GeomlensError", "ModelView", "load_corpus", "load_model", "make_windows", "open_run"]
+install(__name__)
+
+if TYPE_CHECKING:  # at run time these names are the submodules, callable as these functions
+    from geomlens.api import capture, concepts, decompose, report, sphere, walk
+
+__all__ = [
+    "GeomlensError",
+    "ModelView",
+    "Result",
+    "capture",
+    "concepts",
+    "decompose",
+    "load_corpus",
+    "load_model",
+    "make_windows",
+    "open_result",
+    "open_run",
+    "report",
+    "sphere",
+    "walk",
+]
 __version__ = "0.1.0"

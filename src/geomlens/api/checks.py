@@ -1,0 +1,88 @@
+"""Keyword arguments of the Python API checked against their type hints.
+
+A wrong name or a value of the wrong type is one ``GeomlensError`` sentence naming the
+function, the argument and what it takes, before anything loads. Values of the right type
+that no run can use (``contexts=0``) are refused by the command's own checks, whose
+sentences name the equivalent command-line flag (``--contexts``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import inspect
+import types
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Literal, ParamSpec, TypeVar, Union, get_args, get_origin, get_type_hints
+
+from geomlens.errors import GeomlensError
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def accepts(value: Any, hint: Any) -> bool:
+    """Whether ``value`` fits ``hint`` (the few kinds of hint the API uses)."""
+    origin, args = get_origin(hint), get_args(hint)
+    if hint is Any:
+        return True
+    if origin in (Union, types.UnionType):
+        return any(accepts(value, a) for a in args)
+    if hint is type(None):
+        return value is None
+    if origin is Literal:
+        return any(type(value) is type(a) and value == a for a in args)
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if origin in (Sequence, tuple, list):
+        return isinstance(value, (list, tuple)) and all(accepts(v, args[0]) for v in value)
+    return isinstance(hint, type) and isinstance(value, hint)
+
+
+def describe(hint: Any) -> str:
+    """What ``hint`` takes, in words."""
+    origin, args = get_origin(hint), get_args(hint)
+    if origin in (Union, types.UnionType):
+        return " or ".join(describe(a) for a in args)
+    if hint is type(None):
+        return "None"
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in args)
+    if origin in (Sequence, tuple, list):
+        return f"a list of {describe(args[0]).removeprefix('a ').removeprefix('an ')}s"
+    words = {bool: "True or False", int: "an int", float: "a number", str: "a str", Path: "a path"}
+    if hint in words:
+        return words[hint]
+    return f"a {getattr(hint, '__name__', str(hint))}"
+
+
+def checked(func: Callable[P, R]) -> Callable[P, R]:
+    """``func`` with its keyword arguments checked against its type hints on every call."""
+    signature = inspect.signature(func)
+    hints = get_type_hints(func)
+    name = f"geomlens.{func.__name__}"
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        if args:
+            raise GeomlensError(
+                f"{name}() takes keyword arguments only, like {name}(model=...); "
+                f"got {len(args)} positional."
+            )
+        for key, value in kwargs.items():
+            if key not in signature.parameters:
+                close = difflib.get_close_matches(key, list(signature.parameters), n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else "."
+                raise GeomlensError(f"{name}() has no argument {key!r}{hint}")
+            if not accepts(value, hints[key]):
+                raise GeomlensError(
+                    f"{name}(): {key} takes {describe(hints[key])} (got {value!r})."
+                )
+        return func(*args, **kwargs)
+
+    return wrapper
