@@ -12,6 +12,7 @@ from safetensors import SafetensorError, safe_open
 from threadpoolctl import threadpool_limits
 
 from geomlens.capture.capture import CaptureConfig, check_length, resolve_layers
+from geomlens.commands import lifecycle
 from geomlens.corpus import Corpus, Windows, load_corpus, make_windows
 from geomlens.engines import EngineConfig
 from geomlens.engines import capture as engine_capture
@@ -25,8 +26,6 @@ from geomlens.runfolder import (
     Run,
     RunFolder,
     model_fingerprint,
-    open_run,
-    package_versions,
     read_windows,
     write_json,
 )
@@ -169,8 +168,7 @@ def run_command(
     engine = engine or EngineConfig()
     engine.validate(config.save_activations)
     config.validate()
-    folder = RunFolder(out)
-    with folder.hold():
+    with lifecycle.held(out) as folder:
         return _run_locked(
             folder,
             command,
@@ -206,8 +204,7 @@ def reuse_finished(
     )
     missing = finished_parts_missing(folder, sections)
     if not missing:
-        print(f"{folder.path} already holds this run; reusing it.", file=sys.stderr)
-        return open_run(folder.path)
+        return lifecycle.reuse(folder)
     print(
         f"geomlens: notice: the finished run in {folder.path} lacks {', '.join(missing)}; "
         "computing what is missing again.",
@@ -259,8 +256,7 @@ def _run_locked(
     sections: tuple[str, ...],
 ) -> Run:
     full_config = {**config.to_dict(), "command": command, **(options or {})}
-    state = folder.claim(full_config)
-    previous = folder.read_manifest()
+    state, previous = lifecycle.claim(folder, full_config)
     if state == "complete" and previous is not None:
         reused = reuse_finished(folder, config, view, previous, sections)
         if reused is not None:
@@ -274,11 +270,7 @@ def _run_locked(
     }
     if previous is not None:
         folder.check_identity(previous, fingerprints, finished=state == "complete")
-    manifest: dict[str, Any] = {
-        "command": command,
-        "config": full_config,
-        "status": "running",
-        "versions": package_versions(),
+    record: dict[str, Any] = {
         "model": {**view.describe(), "source": view.source},
         "model_fingerprint": fingerprints["model"],
         "corpus_fingerprint": fingerprints["corpus"],
@@ -288,8 +280,8 @@ def _run_locked(
         "engine": engine.record(),
     }
     if config.save_activations and engine.activations_dir is not None:
-        manifest["activations"] = engine.activations_location(folder)
-    folder.write_manifest(manifest)
+        record["activations"] = engine.activations_location(folder)
+    manifest = lifecycle.begin(folder, command, full_config, **record)
     write_json(folder.path / "windows.json", windows_record(windows))
     layers = resolve_layers(view, config.layers)
     spec = state_spec(
@@ -313,9 +305,7 @@ def _run_locked(
             analyse(folder, view, windows, acc)
         # The papers' claims, decided once from the numbers just written.
         folder.merge_metrics("claims", claim_records(folder.read_metrics(), manifest["model"]))
-    manifest.update(status="complete", timing={**timing, "wall_seconds": time.time() - started})
-    folder.write_manifest(manifest)
-    return open_run(folder.path)
+    return lifecycle.complete(folder, manifest, started, timing)
 
 
 def run_capture(config: CaptureConfig, out: str | Path, **kwargs: Any) -> Run:

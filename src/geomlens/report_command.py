@@ -19,18 +19,19 @@ from importlib import resources
 from pathlib import Path
 
 from geomlens.capture.capture import CaptureConfig
+from geomlens.commands import lifecycle
 from geomlens.corpus import Windows
 from geomlens.decompose import analyse_decomposition
 from geomlens.engines import EngineConfig
 from geomlens.errors import GeomlensError
-from geomlens.files import damaged, read_json, replacing
+from geomlens.files import replacing
 from geomlens.models.loading import eager_attention, load_configured
 from geomlens.models.view import ModelView
 from geomlens.pipeline import Analysis, run_command
 from geomlens.progress import Step, StepLines
 from geomlens.report.figures import deferred_rendering
 from geomlens.report.page import write_report
-from geomlens.runfolder import RERUN, Run, RunFolder, open_run, write_json
+from geomlens.runfolder import Run, RunFolder, open_run
 from geomlens.sphere import DEFAULT_PROMPT, analyse_sphere, load_nouns
 from geomlens.stats import DecompositionAccumulator
 from geomlens.walk import KERNEL_WINDOWS, TOP_K, analyse_walk, default_text
@@ -68,37 +69,8 @@ SEQ2SEQ_STACKS = {
 """Which stack of an encoder-decoder each section's numbers come from (metrics "stacks")."""
 
 
-def finished_stages(folder: RunFolder, names: list[str]) -> list[str]:
-    """The stages ``stages.json`` records whose numbers are all in metrics.json.
-
-    A stage recorded without its numbers (metrics.json replaced or edited since) is
-    named in a notice and run again.
-    """
-    record = folder.path / "stages.json"
-    if not record.exists():
-        return []
-    recorded = read_json(record, list, RERUN)
-    if not all(isinstance(name, str) for name in recorded):
-        raise damaged(record, "it is not a list of stage names", RERUN)
-    metrics = folder.read_metrics()
-    done, lost = [], []
-    for name in recorded:
-        if name in names and all(s in metrics for s in STAGE_SECTIONS.get(name, (name,))):
-            done.append(name)
-        elif name in names:
-            lost.append(name)
-    if lost:
-        print(
-            f"geomlens: notice: {record} records the stages {', '.join(lost)} as done, but "
-            "metrics.json lacks their numbers; running them again.",
-            file=sys.stderr,
-            flush=True,
-        )
-    return done
-
-
 def settle(
-    pending: list[tuple[str, list[Callable[[], None]]]], done: list[str], record: Path
+    pending: list[tuple[str, list[Callable[[], None]]]], done: list[str], folder: RunFolder
 ) -> None:
     """Wait for the figures of the stages in ``pending``, recording each finished in order.
 
@@ -111,7 +83,7 @@ def settle(
             wait()
         pending.pop(0)
         done.append(name)
-        write_json(record, done)
+        lifecycle.record_stages(folder, done)
 
 
 def staged(stages: list[tuple[str, str, StageFactory]], progress: bool) -> Stage:
@@ -125,10 +97,9 @@ def staged(stages: list[tuple[str, str, StageFactory]], progress: bool) -> Stage
     def analyse(
         folder: RunFolder, view: ModelView, windows: Windows, acc: DecompositionAccumulator
     ) -> None:
-        record = folder.path / "stages.json"
         if view is not None and view.is_seq2seq:  # (stage tests run without a model)
             folder.merge_metrics("stacks", SEQ2SEQ_STACKS)
-        done = finished_stages(folder, [name for name, _, _ in stages])
+        done = lifecycle.finished_stages(folder, [name for name, _, _ in stages], STAGE_SECTIONS)
         pending: list[tuple[str, list[Callable[[], None]]]] = []
         try:
             for i, (name, title, factory) in enumerate(stages, start=1):
@@ -142,18 +113,18 @@ def staged(stages: list[tuple[str, str, StageFactory]], progress: bool) -> Stage
                 started = time.perf_counter()
                 with deferred_rendering() as waits:
                     factory(StepLines(f"  {name}", progress))(folder, view, windows, acc)
-                settle(pending, done, record)  # earlier stages: drawn while this one ran
+                settle(pending, done, folder)  # earlier stages: drawn while this one ran
                 pending.append((name, waits))
                 if not waits:
-                    settle(pending, done, record)
+                    settle(pending, done, folder)
                 if progress:
                     elapsed = time.perf_counter() - started
                     print(f"{prefix}: done in {elapsed:.0f} s", file=sys.stderr, flush=True)
         except BaseException:
             with suppress(Exception):  # record what finished drawing; the error goes on
-                settle(pending, done, record)
+                settle(pending, done, folder)
             raise
-        settle(pending, done, record)
+        settle(pending, done, folder)
 
     return analyse
 
@@ -256,7 +227,7 @@ def run_report(
     config = dataclasses.replace(config, second_moment=True)
     config.validate()
     # One command per folder, from loading the model to writing report.html.
-    with RunFolder(out).hold():
+    with lifecycle.held(out):
         return _report_locked(
             config, out, task, limit, skip_first, view, progress, checkpoint_every_s, engine
         )

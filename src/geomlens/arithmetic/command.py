@@ -8,7 +8,6 @@ checkpoint and reuses a finished run as it is.
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -21,10 +20,11 @@ from geomlens.arithmetic.evaluate import accuracy_by_length, eval_problems, rang
 from geomlens.arithmetic.geometry import GEOMETRY_STREAM, Geometry, grid_length, measure
 from geomlens.arithmetic.model import model_view
 from geomlens.arithmetic.train import StepHook, Trained, train
+from geomlens.commands import lifecycle
 from geomlens.engines.threads import torch_threads
 from geomlens.report import arithmetic_figures as figs
 from geomlens.report.figures import save_all
-from geomlens.runfolder import Run, RunFolder, open_run, package_versions
+from geomlens.runfolder import Run, RunFolder
 from geomlens.stats.rounding import rounded
 
 CONTROL_POSITIONS = "sorted random subset of 0..n_positions-1 per training sequence"
@@ -112,8 +112,7 @@ def run_arithmetic(
         on_step: called after every training step with (steps done, stop request).
     """
     config.validate()
-    folder = RunFolder(out)
-    with folder.hold():
+    with lifecycle.held(out) as folder:
         return _run_locked(config, folder, progress, on_step)
 
 
@@ -143,25 +142,23 @@ def _run_locked(
     config: ArithmeticConfig, folder: RunFolder, progress: bool, on_step: StepHook | None
 ) -> Run:
     full_config = {**config.to_dict(), "command": "arithmetic"}
-    if folder.claim(full_config) == "complete":
-        print(f"{folder.path} already holds this run; reusing it.", file=sys.stderr)
-        return open_run(folder.path)
+    state, _ = lifecycle.claim(folder, full_config)
+    if state == "complete":
+        return lifecycle.reuse(folder)
     started = time.time()
-    manifest: dict[str, Any] = {
-        "command": "arithmetic",
-        "config": full_config,
-        "status": "running",
-        "versions": package_versions(),
-        "model": {
+    manifest = lifecycle.begin(
+        folder,
+        "arithmetic",
+        full_config,
+        model={
             "family": "gpt2",
             "n_layers": config.layers,
             "n_heads": config.heads,
             "d_model": config.d_model,
             "n_positions": config.shape.n_positions,
         },
-        "device": config.device,
-    }
-    folder.write_manifest(manifest)
+        device=config.device,
+    )
     with torch_threads(config.threads):
         problems = eval_problems(
             config.seed,
@@ -206,15 +203,8 @@ def _run_locked(
         ),
     }
     folder.merge_metrics("arithmetic", rounded(metrics))
-    manifest.update(
-        status="complete",
-        timing={
-            "wall_seconds": time.time() - started,
-            **{f"train_seconds_{k}": v for k, v in seconds.items()},
-        },
-    )
-    folder.write_manifest(manifest)
-    return open_run(folder.path)
+    train_seconds = {f"train_seconds_{k}": v for k, v in seconds.items()}
+    return lifecycle.complete(folder, manifest, started, train_seconds)
 
 
 def summary_lines(run: Run) -> list[str]:

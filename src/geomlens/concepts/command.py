@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from geomlens.commands import lifecycle
 from geomlens.concepts.baseline import (
     BATCH_TOKENS,
     FEEDS,
@@ -43,8 +44,6 @@ from geomlens.runfolder import (
     Run,
     RunFolder,
     model_fingerprint,
-    open_run,
-    package_versions,
 )
 
 DEFAULT_LIMIT = 50
@@ -225,8 +224,7 @@ def run_concepts(
     task = load_task(config.task, config.data_dir)
     items = task.take(config.limit)
     schemes = scheme_list(config)
-    folder = RunFolder(out)
-    with folder.hold():
+    with lifecycle.held(out) as folder:
         return _run_locked(config, folder, task, items, schemes, view, progress, figures)
 
 
@@ -257,14 +255,12 @@ def _run_locked(
     }
     if config.feed != "encoder":  # the default leaves decoder-only run folders as they were
         full["feed"] = config.feed
-    state = folder.claim(full)
-    previous = folder.read_manifest()
+    state, previous = lifecycle.claim(folder, full)
     if state == "complete" and previous is not None:
         source = view.source if view is not None else str(resolve_folder(config.model))
         folder.check_identity(previous, {"model": model_fingerprint(source)}, finished=True)
         if "concepts" in folder.read_metrics():
-            print(f"{folder.path} already holds this run; reusing it.", file=sys.stderr)
-            return open_run(folder.path)
+            return lifecycle.reuse(folder)
     started = time.time()
     if view is None:
         view = load_configured(config)
@@ -275,18 +271,16 @@ def _run_locked(
     check_decoder(view)
     check_feed(view, config.feed)
     prepared = prepare(view, task, items, config.shots, config.seed)
-    manifest: dict[str, Any] = {
-        "command": "concepts",
-        "config": full,
-        "status": "running",
-        "versions": package_versions(),
-        "model": {**view.describe(), "source": view.source},
-        "model_fingerprint": model_fingerprint(view.source),
-        "task": {"path": task.path, "name": task.name, "n_items_in_file": len(task.items)},
-        "device": str(view.device),
-        "schemes": {s.key: s.to_dict() for s in schemes},
-    }
-    folder.write_manifest(manifest)
+    manifest = lifecycle.begin(
+        folder,
+        "concepts",
+        full,
+        model={**view.describe(), "source": view.source},
+        model_fingerprint=model_fingerprint(view.source),
+        task={"path": task.path, "name": task.name, "n_items_in_file": len(task.items)},
+        device=str(view.device),
+        schemes={s.key: s.to_dict() for s in schemes},
+    )
     return _score_and_write(
         config, folder, task, prepared, schemes, view, manifest, progress, figures, started
     )
@@ -371,14 +365,14 @@ def _score_and_write(
     folder.merge_metrics("concepts", metrics_section(config, task, view, base, order))
     if figures:
         _figure(folder, task, view, base, order, len(prepared), config.shots)
-    manifest.update(
-        status="complete",
-        timing={**timing, "wall_seconds": time.time() - started},
+    return lifecycle.complete(
+        folder,
+        manifest,
+        started,
+        timing,
         schemes_computed=computed,
         schemes_cached=len(schemes) - computed,
     )
-    folder.write_manifest(manifest)
-    return open_run(folder.path)
 
 
 def metrics_section(

@@ -1,0 +1,1 @@
+"""The commands: what ``geomlens <command>`` and the Python API run, and their run lifecycle."""

@@ -1,0 +1,119 @@
+"""The run lifecycle every command shares: hold the folder, claim it, reuse a finished run,
+write the manifest, mark stages finished, and mark the run complete.
+
+The steps, in order:
+
+1. ``held(out)``: the folder is locked for the whole command (a second process is told
+   the folder is busy).
+2. ``claim(folder, config)``: a new folder is claimed for ``config``; a folder holding
+   another config is refused; the state ("new", "partial", "complete") and the previous
+   manifest come back, so the command can reuse or resume.
+3. ``reuse(folder)``: a finished run of the same config is read back as it is.
+4. ``begin(folder, command, config, ...)``: the manifest is written with status
+   "running" and the package versions.
+5. ``record_stage`` / ``finished_stages``: a multi-stage command (``report``) records
+   each stage in ``stages.json`` once its numbers and figures are on disk.
+6. ``complete(folder, manifest, started, ...)``: status "complete" and the wall time.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from geomlens.files import damaged, read_json
+from geomlens.runfolder import RERUN, Run, RunFolder, open_run, package_versions, write_json
+
+STAGES_FILE = "stages.json"
+
+
+@contextmanager
+def held(out: str | Path) -> Iterator[RunFolder]:
+    """The run folder ``out``, locked against other processes for the ``with`` block."""
+    folder = RunFolder(out)
+    with folder.hold():
+        yield folder
+
+
+def claim(folder: RunFolder, config: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
+    """Claim ``folder`` for ``config``: its state and the manifest it held before (if any)."""
+    state = folder.claim(config)
+    return state, folder.read_manifest()
+
+
+def reuse(folder: RunFolder) -> Run:
+    """A finished run of the same config, read back as it is."""
+    print(f"{folder.path} already holds this run; reusing it.", file=sys.stderr)
+    return open_run(folder.path)
+
+
+def begin(folder: RunFolder, command: str, config: dict[str, Any], **record: Any) -> dict[str, Any]:
+    """Write the manifest of a running command (its config, package versions and
+    ``record``); returns it for ``complete``."""
+    manifest: dict[str, Any] = {
+        "command": command,
+        "config": config,
+        "status": "running",
+        "versions": package_versions(),
+        **record,
+    }
+    folder.write_manifest(manifest)
+    return manifest
+
+
+def complete(
+    folder: RunFolder,
+    manifest: dict[str, Any],
+    started: float,
+    timing: Mapping[str, float] | None = None,
+    **record: Any,
+) -> Run:
+    """Mark the run complete with its wall time (plus ``timing`` and ``record``)."""
+    manifest.update(
+        status="complete",
+        timing={**(timing or {}), "wall_seconds": time.time() - started},
+        **record,
+    )
+    folder.write_manifest(manifest)
+    return open_run(folder.path)
+
+
+def finished_stages(
+    folder: RunFolder, names: list[str], sections: Mapping[str, tuple[str, ...]]
+) -> list[str]:
+    """The stages ``stages.json`` records whose numbers (``sections[name]``, default the
+    stage's own name) are all in metrics.json.
+
+    A stage recorded without its numbers (metrics.json replaced or edited since) is
+    named in a notice and run again.
+    """
+    record = folder.path / STAGES_FILE
+    if not record.exists():
+        return []
+    recorded = read_json(record, list, RERUN)
+    if not all(isinstance(name, str) for name in recorded):
+        raise damaged(record, "it is not a list of stage names", RERUN)
+    metrics = folder.read_metrics()
+    done, lost = [], []
+    for name in recorded:
+        if name in names and all(s in metrics for s in sections.get(name, (name,))):
+            done.append(name)
+        elif name in names:
+            lost.append(name)
+    if lost:
+        print(
+            f"geomlens: notice: {record} records the stages {', '.join(lost)} as done, but "
+            "metrics.json lacks their numbers; running them again.",
+            file=sys.stderr,
+            flush=True,
+        )
+    return done
+
+
+def record_stages(folder: RunFolder, done: list[str]) -> None:
+    """Record ``done`` (in order) as the finished stages."""
+    write_json(folder.path / STAGES_FILE, done)
