@@ -89,6 +89,9 @@ def test_incoherence_orthogonal_vs_aligned(clean):
     assert r.incoherence_mean < r.incoherence_random < ra.incoherence_mean
     # baseline: mean cosine of random 4-dim subspaces of R^64 is about sqrt(4/64)
     assert 0.1 < r.incoherence_random < 0.4
+    # the paper's mutual coherence of the vectors recovers the same planted structure
+    assert r.coherence_max < 0.05 < r.coherence_random_max < ra.coherence_max
+    assert ra.coherence_max > 0.9 and ra.coherence_mean > r.coherence_random_mean
 
 
 def test_principal_cosines_known_angle():

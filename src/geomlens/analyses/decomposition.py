@@ -61,6 +61,10 @@ class LayerDecomposition:
         incoherence_max: largest principal-angle cosine between top-k pos and ctx directions.
         incoherence_mean: mean principal-angle cosine.
         incoherence_random: mean principal-angle cosine of random k-dim subspaces of R^d.
+        coherence_max: the paper's mutual coherence, max over t, c of |cos(pos_t, ctx_c)|.
+        coherence_mean: mean |cos(pos_t, ctx_c)| over the pairs.
+        coherence_random_max: the mutual coherence of as many Gaussian vectors in R^d.
+        coherence_random_mean: their mean |cos|.
         n_labels: number of distinct document labels, or None without labels.
         ctx_cos_within: mean |cos| between context vectors with the same label, or None.
         ctx_cos_between: mean |cos| between context vectors with different labels, or None.
@@ -88,6 +92,10 @@ class LayerDecomposition:
     incoherence_max: float
     incoherence_mean: float
     incoherence_random: float
+    coherence_max: float
+    coherence_mean: float
+    coherence_random_max: float
+    coherence_random_mean: float
     n_labels: int | None
     ctx_cos_within: float | None
     ctx_cos_between: float | None
@@ -176,6 +184,7 @@ def analyse_layer(
     rank95 = spectra.energy_rank(svals, 0.95)
     gram = spectra.gram_matrix(pos)
     inc = incoherence.incoherence(pos, ctx, rank95, seed=seed, pos_svd=(svals, vt))
+    coherence = incoherence.vector_coherence(pos, ctx, seed)
 
     clusters = None if labels is None else context_clusters.context_clusters(ctx, labels, seed)
     n_labels = None
@@ -204,6 +213,10 @@ def analyse_layer(
         incoherence_max=inc.max_cos,
         incoherence_mean=inc.mean_cos,
         incoherence_random=inc.random_mean_cos,
+        coherence_max=coherence.max_cos,
+        coherence_mean=coherence.mean_cos,
+        coherence_random_max=coherence.random_max_cos,
+        coherence_random_mean=coherence.random_mean_cos,
         n_labels=n_labels,
         ctx_cos_within=None if clusters is None else clusters.cos_within,
         ctx_cos_between=None if clusters is None else clusters.cos_between,

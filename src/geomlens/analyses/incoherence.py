@@ -132,3 +132,65 @@ def incoherence(
     cos = principal_cosines(vt_pos[:k].T, vt_ctx[:k].T)
     baseline = random_mean_cosine(pos.shape[1], k, k, seed)
     return Incoherence(k, float(cos[0]), float(cos.mean()), baseline)
+
+
+@dataclass(frozen=True)
+class VectorCoherence:
+    """Mutual coherence of the positional and context vectors themselves (Song & Zhong's
+    sense, from compressed sensing): mu = max over t, c of |cos(pos_t, ctx_c)|.
+
+    Attributes:
+        max_cos: mu, the largest |cos| over every (position, context) pair.
+        mean_cos: the mean |cos| over the pairs.
+        random_max_cos: mu of as many Gaussian vectors in R^d (the same T' and C).
+        random_mean_cos: their mean |cos|.
+    """
+
+    max_cos: float
+    mean_cos: float
+    random_max_cos: float
+    random_mean_cos: float
+
+
+PAIR_BLOCK_BYTES = 32 * 2**20
+"""Memory of one block of |cos| values (rows of positions at a time)."""
+
+
+def abs_cosine_summary(a: Array, b: Array) -> tuple[float, float]:
+    """(max, mean) of |cos(a_i, b_j)| over all pairs; rows of norm 0 are left out.
+
+    Computed in blocks of rows of ``a`` so that no [len(a), len(b)] matrix larger than
+    ``PAIR_BLOCK_BYTES`` is held.
+    """
+    a = _unit_rows(np.asarray(a, dtype=np.float64))
+    b = _unit_rows(np.asarray(b, dtype=np.float64))
+    if len(a) == 0 or len(b) == 0:
+        return math.nan, math.nan
+    rows = max(1, PAIR_BLOCK_BYTES // (8 * len(b)))
+    top, total = 0.0, 0.0
+    for start in range(0, len(a), rows):
+        block = np.abs(a[start : start + rows] @ b.T)
+        top = max(top, float(block.max()))
+        total += float(block.sum())
+    return min(top, 1.0), total / (len(a) * len(b))
+
+
+def _unit_rows(x: Array) -> Array:
+    norms = np.linalg.norm(x, axis=1)
+    keep = norms > 0
+    return x[keep] / norms[keep, None]
+
+
+def vector_coherence(pos: Array, ctx: Array, seed: int = 0) -> VectorCoherence:
+    """The mutual coherence of ``pos`` [T', d] and ``ctx`` [C, d], and that of Gaussian
+    vectors of the same counts and dimension (one seeded draw: the maximum of T' x C
+    |cosines| varies little between draws)."""
+    pos = np.asarray(pos, dtype=np.float64)
+    ctx = np.asarray(ctx, dtype=np.float64)
+    top, mean = abs_cosine_summary(pos, ctx)
+    rng = np.random.default_rng([seed, 7])
+    d = pos.shape[1]
+    random_top, random_mean = abs_cosine_summary(
+        rng.standard_normal((pos.shape[0], d)), rng.standard_normal((ctx.shape[0], d))
+    )
+    return VectorCoherence(top, mean, random_top, random_mean)

@@ -61,6 +61,8 @@ def decomposition_section(run: Run) -> str:
         "incoherence_max",
         "incoherence_mean",
         "incoherence_random",
+        "coherence_max",
+        "coherence_random_max",
         "ctx_cos_within",
         "ctx_cos_between",
         "ctx_cluster_ari",
