@@ -1,4 +1,4 @@
-"""The ``geomlens`` command: parse, call one pipeline function, print where results went."""
+"""The ``geomlens`` command: parse, call the Python API (``geomlens.api``), print its summary."""
 
 from __future__ import annotations
 
@@ -116,37 +116,51 @@ def add_capture_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def engine_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from geomlens.engines import EngineConfig
+def capture_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The Python API's arguments that the capture options give (geomlens.api)."""
+    return {
+        "model": args.model,
+        "corpus": args.corpus,
+        "contexts": args.contexts,
+        "length": args.length,
+        "layers": args.layers,
+        "batch_size": args.batch_size,
+        "device": args.device,
+        "dtype": args.dtype,
+        "seed": args.seed,
+        "offset": args.offset,
+        "balance": args.balance,
+        "save_activations": args.save_activations,
+        "second_moment": args.second_moment,
+        "trust_remote_code": args.trust_remote_code,
+        "checkpoint_every": args.checkpoint_every,
+        "engine": args.engine,
+        "ray_address": args.ray_address,
+        "workers": args.workers,
+        "threads": args.threads,
+        "activations_dir": args.activations_dir,
+        "out": args.out,
+        "progress": not args.quiet,
+    }
 
-    return EngineConfig(
-        name=args.engine,
-        ray_address=args.ray_address,
-        workers=args.workers,
-        threads=args.threads,
-        activations_dir=args.activations_dir,
-    )
+
+def engine_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from geomlens.api.commands import configs
+
+    return configs(capture_options(args))[1]
 
 
 def capture_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from geomlens.capture import CaptureConfig
+    from geomlens.api.commands import configs
 
-    return CaptureConfig(
-        model=args.model,
-        corpus=args.corpus,
-        contexts=args.contexts,
-        length=args.length,
-        layers=args.layers,
-        batch_size=args.batch_size,
-        device=args.device,
-        dtype=args.dtype,
-        seed=args.seed,
-        offset=args.offset,
-        balance=args.balance,
-        save_activations=args.save_activations,
-        second_moment=args.second_moment,
-        trust_remote_code=args.trust_remote_code,
-    )
+    return configs(capture_options(args))[0]
+
+
+def finished(result: Any) -> int:
+    """Print what a command's run says when it finishes (``Result.summary``)."""
+    for line in result.summary():
+        print(line)
+    return 0
 
 
 def print_table(rows: list[dict[str, Any]], cols: list[str]) -> None:
@@ -217,96 +231,42 @@ def cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
-def default_out(command: str, model: str) -> str:
-    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in model.strip("/"))
-    return f"runs/{command}-{safe}"
-
-
 def cmd_capture(args: argparse.Namespace) -> int:
-    from geomlens.pipeline import run_capture
+    from geomlens import api
 
-    out = args.out or default_out("capture", args.model)
-    run = run_capture(
-        capture_config(args),
-        out,
-        progress=not args.quiet,
-        checkpoint_every_s=args.checkpoint_every,
-        engine=engine_config(args),
-    )
-    timing = run.manifest.get("timing", {})
-    print(f"capture written to {run.path}")
-    if "tokens" in timing:  # absent when a resumed run found its statistics already saved
-        print(f"  {timing['tokens']:.0f} tokens at {timing['tokens_per_s']:.0f} tokens/s")
-    return 0
+    return finished(api.capture(**capture_options(args)))
 
 
 def cmd_decompose(args: argparse.Namespace) -> int:
-    from geomlens.decompose import run_decompose
+    from geomlens import api
 
-    out = args.out or default_out("decompose", args.model)
-    run = run_decompose(
-        capture_config(args),
-        out,
-        skip_first=args.skip_first,
-        progress=not args.quiet,
-        checkpoint_every_s=args.checkpoint_every,
-        engine=engine_config(args),
-    )
-    rows = run.metrics["decomposition"]["layers"]
-    print(f"decomposition written to {run.path} (metrics.json, figures/)")
-    view = "position 0 skipped" if args.skip_first else "all positions"
-    print(f"  layer  share_pos  share_ctx  pos_rank  ({view})")
-    for row in rows:
-        print(
-            f"  {row['layer']:5d}  {row['share_pos']:9.3f}  {row['share_ctx']:9.3f}"
-            f"  {row['pos_rank']:8d}"
-        )
-    return 0
+    return finished(api.decompose(**capture_options(args), skip_first=args.skip_first))
 
 
 def cmd_walk(args: argparse.Namespace) -> int:
-    from geomlens.walk import read_text_file, run_walk, summary_lines
+    from geomlens import api
 
-    text = read_text_file(args.text_file) if args.text_file is not None else args.text
-    out = args.out or default_out("walk", args.model)
-    run = run_walk(
-        capture_config(args),
-        out,
-        text=text,
-        generate=args.generate,
-        progress=not args.quiet,
-        checkpoint_every_s=args.checkpoint_every,
-        engine=engine_config(args),
+    return finished(
+        api.walk(
+            **capture_options(args),
+            text=args.text,
+            text_file=args.text_file,
+            generate=args.generate,
+        )
     )
-    print(f"walk written to {run.path} (metrics.json, similarity.safetensors, figures/)")
-    for line in summary_lines(run):
-        print(line)
-    return 0
 
 
 def cmd_sphere(args: argparse.Namespace) -> int:
-    from geomlens.sphere import DEFAULT_PROMPT, run_sphere
+    from geomlens import api
 
-    out = args.out or default_out("sphere", args.model)
-    run = run_sphere(
-        capture_config(args),
-        out,
-        nouns=args.nouns,
-        prompt=args.prompt if args.prompt is not None else DEFAULT_PROMPT,
-        layers=args.probe_layers,
-        progress=not args.quiet,
-        checkpoint_every_s=args.checkpoint_every,
-        engine=engine_config(args),
+    return finished(
+        api.sphere(
+            **capture_options(args),
+            nouns=args.nouns,
+            prompt=args.prompt,
+            probe_layers=args.probe_layers,
+        )
     )
-    m = run.metrics["sphere"]
-    traj = m["trajectory"]
-    print(f"sphere analyses written to {run.path} (metrics.json, sphere_*.json, figures/)")
-    print(f"  identity max_rel_err {m['identity']['max_rel_err']:.2e} ({m['readout']})")
-    print(f"  top tokens by norm: {m['top_tokens']['norm']['top'][:5]}")
-    print(f"  prompt {m['prompt']!r} -> {traj['prediction']!r}; first top-1 layer per position:")
-    pairs = zip(traj["tokens"], traj["first_top1"], strict=True)
-    print("  " + ", ".join(f"{t!r}:{f}" for t, f in pairs))
-    return 0
 
 
 def cmd_arithmetic(args: argparse.Namespace) -> int:
@@ -357,30 +317,26 @@ def parse_limit(text: str) -> int | None:
 
 
 def cmd_concepts(args: argparse.Namespace) -> int:
-    from geomlens.concepts.command import ConceptsConfig, run_concepts, summary_lines
+    from geomlens import api
 
-    config = ConceptsConfig(
+    result = api.concepts(
         model=args.model,
         task=args.task,
+        data_dir=args.data_dir,
         shots=args.shots,
         limit=args.limit,
-        schemes=tuple(args.scheme or ()),
+        schemes=args.scheme,
         sweep=args.sweep,
         seed=args.seed,
-        data_dir=args.data_dir,
         device=args.device,
         dtype=args.dtype,
         batch_tokens=args.batch_tokens,
         feed=args.feed,
         trust_remote_code=args.trust_remote_code,
+        out=args.out,
+        progress=not args.quiet,
     )
-    out = args.out or default_out("concepts", args.model)
-    run = run_concepts(config, out, progress=not args.quiet)
-    print(f"concept-space tests written to {run.path} (metrics.json, predictions.jsonl,")
-    print("  sweep_table.md, top10.md, schemes/, figures/)")
-    for line in summary_lines(run):
-        print(line)
-    return 0
+    return finished(result)
 
 
 def cmd_data_bigbench(args: argparse.Namespace) -> int:
@@ -467,22 +423,12 @@ def add_concepts_parsers(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from geomlens.report_command import run_report
+    from geomlens import api
 
-    out = args.out or default_out("report", args.model)
-    run = run_report(
-        capture_config(args),
-        out,
-        task=args.task,
-        limit=args.limit,
-        skip_first=args.skip_first,
-        progress=not args.quiet,
-        checkpoint_every_s=args.checkpoint_every,
-        engine=engine_config(args),
+    result = api.report(
+        **capture_options(args), task=args.task, limit=args.limit, skip_first=args.skip_first
     )
-    minutes = run.manifest.get("timing", {}).get("wall_seconds", 0.0) / 60
-    print(f"report written to {run.path / 'report.html'} ({minutes:.1f} min)")
-    return 0
+    return finished(result)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
