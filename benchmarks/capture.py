@@ -38,7 +38,7 @@ def bare_forward(view, ids: torch.Tensor, batch_size: int) -> None:
 
 def geomlens_capture(view, windows, config) -> None:
     from geomlens.capture import capture_windows
-    from geomlens.runfolder import RunFolder
+    from geomlens.io.runfolder import RunFolder
 
     with tempfile.TemporaryDirectory() as tmp:
         acc, _ = capture_windows(
@@ -56,7 +56,7 @@ def timed(fn) -> float:
 
 def speed(args: argparse.Namespace) -> dict:
     from geomlens.capture import CaptureConfig
-    from geomlens.pipeline import prepare
+    from geomlens.commands.capture import prepare
 
     config = CaptureConfig(
         model=args.model,
@@ -83,8 +83,8 @@ def peak_memory_mib(args: argparse.Namespace, contexts: int) -> float:
     code = (
         "import sys, json, resource, math, tempfile, torch\n"
         "from geomlens.capture import CaptureConfig, capture_windows\n"
-        "from geomlens.pipeline import prepare\n"
-        "from geomlens.runfolder import RunFolder\n"
+        "from geomlens.commands.capture import prepare\n"
+        "from geomlens.io.runfolder import RunFolder\n"
         f"c = CaptureConfig(model={args.model!r}, contexts={contexts}, length={args.length},"
         f" batch_size={args.batch_size}, device={args.device!r}, dtype={args.dtype!r})\n"
         "view, _, w = prepare(c)\n"

@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 from geomlens.capture import CaptureConfig
-from geomlens.decompose import run_decompose
+from geomlens.commands.capture import run_capture
+from geomlens.commands.decompose import run_decompose
 from geomlens.models import load_model
-from geomlens.pipeline import run_capture
 
 
 def main() -> None:

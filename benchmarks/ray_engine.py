@@ -28,7 +28,7 @@ import torch
 
 def local_run(view, windows, config, threads: int) -> float:
     from geomlens.capture import capture_windows
-    from geomlens.runfolder import RunFolder
+    from geomlens.io.runfolder import RunFolder
 
     torch.set_num_threads(threads)
     with tempfile.TemporaryDirectory() as tmp:
@@ -42,7 +42,7 @@ def local_run(view, windows, config, threads: int) -> float:
 def ray_run(view, windows, config, workers: int, threads: int) -> dict[str, float]:
     from geomlens.engines import EngineConfig
     from geomlens.engines.ray import capture_ray
-    from geomlens.runfolder import RunFolder
+    from geomlens.io.runfolder import RunFolder
 
     engine = EngineConfig(name="ray", workers=workers, threads=threads)
     with tempfile.TemporaryDirectory() as tmp:
@@ -74,7 +74,7 @@ def main() -> None:
     import ray
 
     from geomlens.capture import CaptureConfig
-    from geomlens.pipeline import prepare
+    from geomlens.commands.capture import prepare
 
     config = CaptureConfig(
         model=args.model,

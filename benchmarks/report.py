@@ -30,10 +30,10 @@ import time
 from pathlib import Path
 
 from geomlens.capture import CaptureConfig
+from geomlens.commands.capture import run_capture
+from geomlens.commands.report import run_report
 from geomlens.models import load_model
 from geomlens.models.view import ModelView
-from geomlens.pipeline import run_capture
-from geomlens.report_command import run_report
 
 STAGE_LINE = re.compile(r"\[\d+/\d+\] (.+): done in (\d+) s")
 

@@ -23,7 +23,7 @@ import torch
 
 from geomlens.capture import CaptureConfig
 from geomlens.capture.hooks import base_kwargs, hidden_states
-from geomlens.pipeline import prepare
+from geomlens.commands.capture import prepare
 from geomlens.stats import DecompositionAccumulator
 from geomlens.stats.base import CapturedBatch
 

@@ -1,5 +1,5 @@
 """The Python API (geomlens.decompose(...), ...): the same run folders as the CLI, results
-with plotly figures and HTML, typed arguments, and the names shared with submodules."""
+with plotly figures and HTML, typed arguments, and the names shared with subpackages."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 
 import geomlens
 import geomlens.api
+from geomlens.api import modules
 from geomlens.cli import main
 from geomlens.errors import GeomlensError
 from geomlens.models import ModelView
@@ -24,10 +25,10 @@ TEXT = "Q: What is 2 plus 2?\nA: 4.\n\nQ: What colour is snow?\nA: White."
 
 @pytest.fixture
 def small_umap(monkeypatch):
-    import geomlens.sphere
+    import geomlens.commands.sphere as sphere_command
 
-    monkeypatch.setattr(geomlens.sphere, "UMAP_TOKENS", 300)
-    monkeypatch.setattr(geomlens.sphere, "IDENTITY_WINDOWS", 2)
+    monkeypatch.setattr(sphere_command, "UMAP_TOKENS", 300)
+    monkeypatch.setattr(sphere_command, "IDENTITY_WINDOWS", 2)
 
 
 def cli(capsys, *argv: str) -> tuple[int, str, str]:
@@ -144,7 +145,10 @@ def test_report(minilm: ModelView, small_umap, tmp_path, capsys):
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda: geomlens.decompose(contexts="16"), r"decompose\(\): contexts takes an int"),
+        (
+            lambda: geomlens.decompose(contexts="16"),
+            r"decompose\(\): contexts takes an int",
+        ),
         (lambda: geomlens.decompose(contexts=True), r"contexts takes an int \(got True\)"),
         (lambda: geomlens.capture(contxts=4), r"no argument 'contxts'; did you mean 'contexts'"),
         (lambda: geomlens.sphere(layers=[0, "a"]), r"layers takes a list of ints or None"),
@@ -165,45 +169,31 @@ def test_bad_arguments_are_one_sentence(call, message, tmp_path, monkeypatch):
     assert not (tmp_path / "runs").exists()
 
 
-def test_names_are_modules_and_functions():
-    """geomlens.sphere is the module (imports, attributes and patches see it) and, called,
-    the API function; after importing every module that imports them."""
-    import geomlens.concepts.command
+def test_names_are_packages_and_functions():
+    """geomlens.report (and capture, concepts) is the package (imports, attributes and
+    patches see it) and, called, the API function; decompose, sphere and walk are the
+    functions themselves."""
+    import geomlens.commands.concepts
+    import geomlens.commands.report
     import geomlens.report.page
-    import geomlens.report_command
-    from geomlens.sphere import run_sphere
 
-    for name in geomlens.api.COMMANDS:
-        module = getattr(geomlens, name)
-        assert module is sys.modules[f"geomlens.{name}"]
-        assert callable(module)
-        assert inspect.signature(module) == inspect.signature(getattr(geomlens.api, name))
-    assert geomlens.sphere.run_sphere is run_sphere
+    for name in modules.CALLABLE:
+        package = getattr(geomlens, name)
+        assert package is sys.modules[f"geomlens.{name}"]
+        assert callable(package)
+        assert inspect.signature(package) == inspect.signature(getattr(geomlens.api, name))
+    for name in ("decompose", "sphere", "walk"):
+        assert getattr(geomlens, name) is getattr(geomlens.api, name)
     assert geomlens.report.page.write_report is not None
     assert geomlens.capture.CaptureConfig().contexts == 128
 
 
-def test_names_resolve_before_the_module_is_imported(monkeypatch):
-    """A name whose module nothing imported yet imports it on first use, made callable.
+def test_a_package_name_resolves_in_a_fresh_interpreter():
+    """Before anything imported geomlens.concepts, its name imports it, made callable."""
+    import subprocess
 
-    (The notebook test covers the same in a fresh kernel.)"""
-    monkeypatch.delattr(geomlens, "walk")
-    monkeypatch.delitem(sys.modules, "geomlens.walk")
-    fresh = geomlens.walk
-    assert fresh is sys.modules["geomlens.walk"] and callable(fresh)
-    assert fresh.run_walk is not None
-    import geomlens.walk as again
-
-    assert again is fresh
-
-
-def test_a_name_without_its_submodule_is_the_function(monkeypatch):
-    """Should a command's module move (into commands/), its name is the plain function."""
-    from geomlens.api import modules
-
-    def fake() -> None:
-        """An API function whose module does not exist."""
-
-    monkeypatch.setattr(modules, "CALLABLE", (*modules.CALLABLE, "no_such_command"))
-    monkeypatch.setattr(geomlens.api, "no_such_command", fake, raising=False)
-    assert geomlens.no_such_command is fake
+    code = (
+        "import sys, geomlens; c = geomlens.concepts; "
+        "assert callable(c) and c is sys.modules['geomlens.concepts']"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -11,12 +11,12 @@ import pytest
 import torch
 
 from geomlens.arithmetic import data as D
-from geomlens.arithmetic.command import run_arithmetic
 from geomlens.arithmetic.config import make_config
 from geomlens.arithmetic.evaluate import accuracy_by_length, exact_match, greedy_answers
 from geomlens.arithmetic.model import build_model, model_view
 from geomlens.arithmetic.train import BatchSource, TrainFolder, loss_on, train
 from geomlens.cli import main
+from geomlens.commands.arithmetic import run_arithmetic
 from geomlens.errors import GeomlensError
 
 
@@ -252,7 +252,7 @@ def test_command_writes_metrics_and_figures_deterministically(tmp_path, monkeypa
     shutil.rmtree(copy / "figures")
     manifest = json.loads((copy / "manifest.json").read_text())
     (copy / "manifest.json").write_text(json.dumps({**manifest, "status": "running"}))
-    monkeypatch.setattr("geomlens.arithmetic.command.save_all", lambda figures: None)
+    monkeypatch.setattr("geomlens.commands.arithmetic.save_all", lambda figures: None)
     again = run_arithmetic(config, copy, progress=False)
     assert (run.path / "metrics.json").read_bytes() == (again.path / "metrics.json").read_bytes()
     # rerunning into a finished folder reuses it

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from geomlens.capture import CaptureConfig, hidden_states
+from geomlens.commands.capture import run_capture
 from geomlens.corpus import make_windows
 from geomlens.errors import GeomlensError
-from geomlens.pipeline import run_capture
-from geomlens.runfolder import open_run
+from geomlens.io.runfolder import open_run
 
 
 @pytest.mark.parametrize("name", ["smollm2", "minilm"])

@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from geomlens.cli import main
+from geomlens.commands.concepts import ConceptsConfig, run_concepts
 from geomlens.concepts import aggregate as agg
 from geomlens.concepts.baseline import (
     baseline_scores,
@@ -27,7 +28,6 @@ from geomlens.concepts.baseline import (
     plain_loglik,
     prepare,
 )
-from geomlens.concepts.command import ConceptsConfig, run_concepts
 from geomlens.concepts.data import extract_tasks, task_of_member
 from geomlens.concepts.encode import segments_for
 from geomlens.concepts.lmeval import score_requests

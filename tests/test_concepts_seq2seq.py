@@ -22,8 +22,8 @@ import pytest
 import torch
 from seq2seq_models import tiny_t5
 
+from geomlens.commands.concepts import ConceptsConfig, run_concepts
 from geomlens.concepts.baseline import Prepared, baseline_scores, check_decoder, prepare
-from geomlens.concepts.command import ConceptsConfig, run_concepts
 from geomlens.concepts.lmeval import score_requests
 from geomlens.concepts.pyramidal import pyramidal_scores
 from geomlens.concepts.schemes import PRESETS, Scheme, parse_scheme

@@ -9,7 +9,7 @@ import pytest
 
 from geomlens.capture import CaptureConfig
 from geomlens.cli import main
-from geomlens.decompose import run_decompose
+from geomlens.commands.decompose import run_decompose
 
 
 @pytest.fixture(scope="module")

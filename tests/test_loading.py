@@ -10,11 +10,11 @@ from test_inputs_whole import char_tokenizer
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from geomlens.capture import CaptureConfig
+from geomlens.commands.capture import run_capture
 from geomlens.errors import GeomlensError
 from geomlens.models import load_model
 from geomlens.models.bundled import BUNDLED
 from geomlens.models.loading import resolve_folder
-from geomlens.pipeline import run_capture
 
 
 def tiny_gpt2() -> GPT2LMHeadModel:

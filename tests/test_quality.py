@@ -23,3 +23,70 @@ def test_ruff_check_and_format():
 def test_mypy_on_src():
     result = run(sys.executable, "-m", "mypy")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_no_function_in_src_is_over_80_lines():
+    """Long functions hide their steps; split them (issue: one shape for every command)."""
+    import ast
+
+    long = []
+    for path in sorted((ROOT / "src" / "geomlens").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > 80:
+                    long.append(
+                        f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({length} lines)"
+                    )
+    assert long == [], "\n".join(long)
+
+
+def test_only_the_lifecycle_claims_folders_and_writes_manifests():
+    """commands/lifecycle.py is the one place a run folder is held, claimed, given its
+    manifest, or has its stages recorded; the commands call it."""
+    import re
+
+    pattern = re.compile(
+        r"\.hold\(\)|\.claim\(|\.write_manifest\(|package_versions\(\)|stages\.json\""
+    )
+    found = []
+    for path in sorted((ROOT / "src" / "geomlens").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel in ("src/geomlens/commands/lifecycle.py", "src/geomlens/runfolder.py"):
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if pattern.search(line) and "lifecycle." not in line and "def " not in line:
+                found.append(f"{rel}:{number}: {line.strip()}")
+    assert found == [], "\n".join(found)
+
+
+def test_the_package_root_holds_only_the_entry_points_and_imports_flow_one_way():
+    """commands -> report -> analyses -> stats/capture -> models/corpus: no package imports
+    one above it (the API and the CLI sit on the commands)."""
+    import re
+
+    package = ROOT / "src" / "geomlens"
+    root_modules = sorted(p.name for p in package.glob("*.py"))
+    assert root_modules == ["__init__.py", "cli.py", "errors.py"]
+    above = {
+        "report": ("commands", "api", "cli"),
+        "concepts": ("commands", "api", "cli", "report"),
+        "arithmetic": ("commands", "api", "cli", "report"),
+        "engines": ("commands", "api", "cli", "report"),
+        "analyses": ("commands", "api", "cli", "report", "engines"),
+        "stats": ("commands", "api", "cli", "report", "engines", "analyses"),
+        "capture": ("commands", "api", "cli", "report", "engines", "analyses"),
+        "corpus": ("commands", "api", "cli", "report", "engines", "analyses", "capture"),
+        "models": ("commands", "api", "cli", "report", "engines", "analyses", "capture"),
+        # run folders hold statistics and activations: io may read capture/ and stats/
+        "io": ("commands", "api", "cli", "report", "engines", "analyses"),
+    }
+    wrong = []
+    for lower, higher in above.items():
+        rx = re.compile(r"^\s*(from|import) geomlens\.(" + "|".join(higher) + r")\b", re.M)
+        for path in sorted((package / lower).rglob("*.py")):
+            wrong += [
+                f"{path.relative_to(ROOT)}: {m.group(0).strip()}"
+                for m in rx.finditer(path.read_text())
+            ]
+    assert wrong == [], "\n".join(wrong)

@@ -15,13 +15,13 @@ import torch
 
 from geomlens.capture import CaptureConfig, hidden_states
 from geomlens.cli import main
+from geomlens.commands.capture import run_capture
 from geomlens.corpus import make_windows
 from geomlens.engines import EngineConfig
 from geomlens.engines.merge import merge_shards, tree_reduce
 from geomlens.engines.shards import ShardResult, capture_shard, plan_shards
 from geomlens.errors import GeomlensError
-from geomlens.pipeline import run_capture
-from geomlens.runfolder import RunFolder, open_run
+from geomlens.io.runfolder import RunFolder, open_run
 from geomlens.stats import CapturedBatch, DecompositionAccumulator
 
 #: float64 sums merged in another order: the documented tolerance (relative)

@@ -13,10 +13,10 @@ import pytest
 
 from geomlens.capture import CaptureConfig
 from geomlens.cli import main
+from geomlens.commands.report import run_report
 from geomlens.models import ModelView
 from geomlens.report.claims import claim_records, claims
 from geomlens.report.page import SECTIONS, write_report
-from geomlens.report_command import run_report
 
 CONFIG = CaptureConfig(model="minilm-l6", contexts=16, length=64, batch_size=8)
 
@@ -94,7 +94,7 @@ def test_report_holds_every_analysis(report_run: Path) -> None:
 def test_interrupted_report_resumes_to_identical_metrics(
     report_run: Path, tmp_path: Path, minilm: ModelView, monkeypatch
 ) -> None:
-    import geomlens.report_command as rc
+    import geomlens.commands.report as rc
 
     real_walk = rc.walk_stage
 

@@ -8,9 +8,9 @@ import pkgutil
 from pathlib import Path
 
 import geomlens.report.sections as sections_package
+from geomlens.io.runfolder import open_run
 from geomlens.report import page, registry
 from geomlens.report.section import Section
-from geomlens.runfolder import open_run
 
 
 def test_every_section_module_is_registered_once() -> None:

@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 from matplotlib.figure import Figure
 
+from geomlens.commands.report import staged
+from geomlens.io.runfolder import RunFolder
 from geomlens.report.figures import (
     deferred_rendering,
     new_figure,
     rendered_in_background,
     save_later,
 )
-from geomlens.report_command import staged
-from geomlens.runfolder import RunFolder
 
 
 class KilledWhileDrawing(Figure):

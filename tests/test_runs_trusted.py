@@ -25,13 +25,13 @@ from matplotlib.figure import Figure
 from safetensors.torch import load_file, save_file
 
 import geomlens.capture.capture
-import geomlens.pipeline
+import geomlens.commands.capture
 from geomlens import open_run
 from geomlens.cli import MAX_MESSAGE, main
+from geomlens.commands.report import STAGE_SECTIONS, staged
 from geomlens.errors import GeomlensError
+from geomlens.io.runfolder import LOCK_NAME, RunFolder, write_json
 from geomlens.report import figures
-from geomlens.report_command import STAGE_SECTIONS, staged
-from geomlens.runfolder import LOCK_NAME, RunFolder, write_json
 
 # 6 windows of 16 tokens in 3 batches: every model call below takes about a second.
 CAPTURE = (
@@ -240,8 +240,8 @@ def test_the_lock_is_held_for_the_whole_command(corpus, tmp_path, monkeypatch):
             os.close(fd)
         return real(acc)
 
-    real = geomlens.pipeline.capture_metrics
-    monkeypatch.setattr(geomlens.pipeline, "capture_metrics", capture_metrics)
+    real = geomlens.commands.capture.capture_metrics
+    monkeypatch.setattr(geomlens.commands.capture, "capture_metrics", capture_metrics)
     assert main(argv(corpus, out)) == 0
     assert seen["pid"] == str(os.getpid())
 

@@ -16,9 +16,9 @@ import torch
 from geomlens.analyses import ffn, head_probe, lens
 from geomlens.analyses import sphere as sph
 from geomlens.capture.hooks import hidden_states
+from geomlens.commands.sphere import load_nouns, mlp_inputs, norm_pass, token_strings
 from geomlens.corpus import make_windows
 from geomlens.models.view import ModelView
-from geomlens.sphere import load_nouns, mlp_inputs, norm_pass, token_strings
 
 PROMPT = "To kill two birds with one stone"
 
@@ -239,10 +239,10 @@ def test_gpt2_tiny_layernorm_with_bias():
 
 @pytest.fixture
 def small_umap(monkeypatch):
-    import geomlens.sphere
+    import geomlens.commands.sphere
 
-    monkeypatch.setattr(geomlens.sphere, "UMAP_TOKENS", 300)
-    monkeypatch.setattr(geomlens.sphere, "IDENTITY_WINDOWS", 2)
+    monkeypatch.setattr(geomlens.commands.sphere, "UMAP_TOKENS", 300)
+    monkeypatch.setattr(geomlens.commands.sphere, "IDENTITY_WINDOWS", 2)
 
 
 def _config(model: str):
@@ -252,7 +252,7 @@ def _config(model: str):
 
 
 def test_run_sphere_smollm2(smollm2, tmp_path, small_umap):
-    from geomlens.sphere import run_sphere
+    from geomlens.commands.sphere import run_sphere
 
     runs = [
         run_sphere(
@@ -281,7 +281,7 @@ def test_run_sphere_smollm2(smollm2, tmp_path, small_umap):
 
 
 def test_run_sphere_minilm_deterministic(minilm, tmp_path, small_umap):
-    from geomlens.sphere import run_sphere
+    from geomlens.commands.sphere import run_sphere
 
     runs = [
         run_sphere(

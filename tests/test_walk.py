@@ -29,10 +29,10 @@ from geomlens.analyses.similarity import layer_stack, similarity_maps
 from geomlens.analyses.walks import TokenSpace, decoding_walk, encoding_walk
 from geomlens.capture import CaptureConfig
 from geomlens.cli import main
+from geomlens.commands.walk import default_text, encode_text, run_walk
 from geomlens.errors import GeomlensError
 from geomlens.models import ModelView
 from geomlens.models.families.gpt2 import GPT2
-from geomlens.walk import default_text, encode_text, run_walk
 
 SHORT = "Q: What is 2 plus 2?\nA: 4.\n\nQ: What colour is snow?\nA: White."
 
@@ -328,7 +328,7 @@ def test_cli_text_options(tmp_path, capsys):
 
 
 def test_kernel_batch_fits_the_attention_budget():
-    from geomlens.walk import ATTENTION_BYTES, KERNEL_BATCH, kernel_batch
+    from geomlens.commands.walk import ATTENTION_BYTES, KERNEL_BATCH, kernel_batch
 
     smol = SimpleNamespace(n_layers=30, n_heads=9)
     assert kernel_batch(smol, 128) == KERNEL_BATCH  # the default report: unchanged

@@ -6,23 +6,24 @@ one function per command, each returning a ``Result`` (numbers, figures, run fol
 ``capture``, ``decompose``, ``sphere``, ``walk``, ``concepts``, ``report`` (see
 ``geomlens.api`` and docs/python_api.md).
 
-``geomlens.decompose`` (and the other five) is both the module of that name and callable
-as the API function: see ``geomlens.api.modules``.
+``geomlens.capture``, ``geomlens.concepts`` and ``geomlens.report`` are both the
+subpackages of those names and callable as the API functions: see ``geomlens.api.modules``.
 """
 
 from typing import TYPE_CHECKING
 
+from geomlens.api.commands import decompose, sphere, walk
 from geomlens.api.modules import install
 from geomlens.api.result import Result, open_result
 from geomlens.corpus import load_corpus, make_windows
 from geomlens.errors import GeomlensError
+from geomlens.io.runfolder import open_run
 from geomlens.models import ModelView, load_model
-from geomlens.runfolder import open_run
 
 install(__name__)
 
-if TYPE_CHECKING:  # at run time these names are the submodules, callable as these functions
-    from geomlens.api import capture, concepts, decompose, report, sphere, walk
+if TYPE_CHECKING:  # at run time these names are the subpackages, callable as these functions
+    from geomlens.api import capture, concepts, report
 
 __all__ = [
     "GeomlensError",

@@ -270,7 +270,8 @@ def cmd_sphere(args: argparse.Namespace) -> int:
 
 
 def cmd_arithmetic(args: argparse.Namespace) -> int:
-    from geomlens.arithmetic import make_config, run_arithmetic, summary_lines
+    from geomlens.arithmetic import make_config
+    from geomlens.commands.arithmetic import run_arithmetic, summary_lines
 
     config = make_config(
         args.preset,

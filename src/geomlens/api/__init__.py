@@ -7,8 +7,8 @@
     result.figures["shares"]  # a plotly Figure
     result.folder  # the run folder
 
-``geomlens.api.decompose`` is the same function; ``geomlens.decompose`` is the module
-``geomlens/decompose.py`` made callable (see ``geomlens.api.modules``). See
+``geomlens.api.decompose`` is the same function; ``geomlens.commands.decompose`` is the module
+``geomlens/commands/decompose.py`` made callable (see ``geomlens.api.modules``). See
 docs/python_api.md.
 """
 

@@ -131,7 +131,7 @@ def capture(
         progress: show progress bars.
         view: ``model`` already loaded.
     """
-    from geomlens.pipeline import run_capture
+    from geomlens.commands.capture import run_capture
 
     config, engine_config = configs(locals())
     run = run_capture(
@@ -181,7 +181,7 @@ def decompose(
     one without it primary. Second moments are always accumulated. The other arguments
     are ``capture``'s; ``out`` defaults to ``runs/decompose-<model>``.
     """
-    from geomlens.decompose import run_decompose
+    from geomlens.commands.decompose import run_decompose
 
     config, engine_config = configs(locals())
     run = run_decompose(
@@ -236,7 +236,7 @@ def sphere(
 
     The other arguments are ``capture``'s; ``out`` defaults to ``runs/sphere-<model>``.
     """
-    from geomlens.sphere import DEFAULT_PROMPT, run_sphere
+    from geomlens.commands.sphere import DEFAULT_PROMPT, run_sphere
 
     config, engine_config = configs(locals())
     run = run_sphere(
@@ -293,7 +293,7 @@ def walk(
 
     The other arguments are ``capture``'s; ``out`` defaults to ``runs/walk-<model>``.
     """
-    from geomlens.walk import read_text_file, run_walk
+    from geomlens.commands.walk import read_text_file, run_walk
 
     if text is not None and text_file is not None:
         raise GeomlensError("geomlens.walk() takes text or text_file, not both.")
@@ -353,7 +353,7 @@ def concepts(
         progress: show progress output.
         view: ``model`` already loaded.
     """
-    from geomlens.concepts.command import ConceptsConfig, run_concepts
+    from geomlens.commands.concepts import ConceptsConfig, run_concepts
 
     config = ConceptsConfig(
         model=str(model),
@@ -414,7 +414,7 @@ def report(
     The other arguments are ``capture``'s; ``out`` defaults to ``runs/report-<model>``.
     The page is ``result.folder / "report.html"``.
     """
-    from geomlens.report_command import run_report
+    from geomlens.commands.report import run_report
 
     config, engine_config = configs(locals())
     run = run_report(

@@ -1,20 +1,19 @@
-"""``geomlens.decompose(...)`` and ``import geomlens.decompose`` at once.
+"""``geomlens.report(...)`` and ``import geomlens.report`` at once.
 
-Five of the API's names are also submodules of the package: ``geomlens/decompose.py``,
-``sphere.py``, ``walk.py`` and the packages ``capture/``, ``concepts/`` and ``report/``.
-Python sets a submodule as an attribute of its package the first time it is imported,
-so a plain function ``geomlens.sphere`` would be replaced by the module as soon as
-anything imports ``geomlens.sphere`` (the report does), and while the function held the
-name, ``import geomlens.sphere as m``, ``monkeypatch.setattr(geomlens.sphere, ...)`` and
-``mock.patch("geomlens.report.page...")`` would find the function, not the module.
+Three of the API's names are also subpackages: ``capture/``, ``concepts/`` and ``report/``.
+Python sets a submodule as an attribute of its package the first time it is imported, so
+a plain function ``geomlens.report`` would be replaced by the package as soon as anything
+imported ``geomlens.report`` (every command does), and while the function held the name,
+``import geomlens.report as m`` or ``mock.patch("geomlens.report.page...")`` would find the
+function, not the package.
 
-So the name stays the module, and the module is made callable: its class becomes
+So the name stays the package, and the package is made callable: its class becomes
 ``CommandModule``, a ``ModuleType`` whose ``__call__`` is the API function of the same
-name (``inspect.signature`` shows that function's keyword arguments). Every import of
-the module, every attribute of it and every patch of it behave as before. The package
-converts each of these modules when the import system sets it on the package, and
-imports one on first access to its name, so the order of imports does not matter.
-Where no submodule of that name exists, the name is the plain function.
+name (``inspect.signature`` shows that function's keyword arguments). Every import of the
+package, every attribute of it and every patch of it behave as before. ``geomlens``
+converts each of these packages when the import system sets it on ``geomlens``, and
+imports one on first access to its name, so the order of imports does not matter. The
+other API names (``decompose``, ``sphere``, ``walk``) are plain functions.
 """
 
 from __future__ import annotations
@@ -25,8 +24,8 @@ import sys
 import types
 from typing import Any
 
-CALLABLE = ("capture", "concepts", "decompose", "report", "sphere", "walk")
-"""Submodules of ``geomlens`` that are also API functions."""
+CALLABLE = ("capture", "concepts", "report")
+"""Subpackages of ``geomlens`` that are also API functions."""
 
 
 def api_function(name: str) -> Any:
@@ -64,12 +63,7 @@ class Package(types.ModuleType):
 
     def __getattr__(self, name: str) -> Any:  # only for names not set yet
         if name in CALLABLE:
-            try:
-                return importlib.import_module(f"{self.__name__}.{name}")
-            except ModuleNotFoundError as exc:
-                if exc.name != f"{self.__name__}.{name}":
-                    raise
-                return api_function(name)  # no such submodule (any more): the plain function
+            return importlib.import_module(f"{self.__name__}.{name}")
         raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}")
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from geomlens.errors import GeomlensError
-from geomlens.runfolder import Run, open_run
+from geomlens.io.runfolder import Run, open_run
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go

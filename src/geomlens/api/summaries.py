@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from geomlens.runfolder import Run
+from geomlens.io.runfolder import Run
 
 
 def capture_lines(run: Run) -> list[str]:
@@ -42,14 +42,14 @@ def sphere_lines(run: Run) -> list[str]:
 
 
 def walk_lines(run: Run) -> list[str]:
-    from geomlens.walk import summary_lines
+    from geomlens.commands.walk import summary_lines
 
     header = f"walk written to {run.path} (metrics.json, similarity.safetensors, figures/)"
     return [header, *summary_lines(run)]
 
 
 def concepts_lines(run: Run) -> list[str]:
-    from geomlens.concepts.command import summary_lines
+    from geomlens.commands.concepts import summary_lines
 
     return [
         f"concept-space tests written to {run.path} (metrics.json, predictions.jsonl,",

@@ -16,13 +16,13 @@ from geomlens.capture.interrupt import stop_at_batch_boundary
 from geomlens.capture.store import write_shard
 from geomlens.corpus import Windows
 from geomlens.errors import GeomlensError, short_list
+from geomlens.io.progress import token_bar
 from geomlens.models.loading import resolve_dtype
 from geomlens.models.view import ModelView
-from geomlens.progress import token_bar
 from geomlens.stats import CapturedBatch, DecompositionAccumulator, NonFiniteError
 
 if TYPE_CHECKING:
-    from geomlens.runfolder import RunFolder
+    from geomlens.io.runfolder import RunFolder
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from geomlens.files import damaged, read_json
-from geomlens.runfolder import RERUN, Run, RunFolder, open_run, package_versions, write_json
+from geomlens.io.files import damaged, read_json
+from geomlens.io.runfolder import RERUN, Run, RunFolder, open_run, package_versions, write_json
 
 STAGES_FILE = "stages.json"
 

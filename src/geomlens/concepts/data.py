@@ -18,7 +18,7 @@ from pathlib import Path
 
 from geomlens.concepts.tasks import data_dir
 from geomlens.errors import GeomlensError
-from geomlens.jsontext import JSONTextError, loads
+from geomlens.io.jsontext import JSONTextError, loads
 
 VERSION = "1.0.0"
 TASKS = (

@@ -17,7 +17,7 @@ from typing import Any
 
 from geomlens.concepts.tasks import data_dir, hellaswag_item
 from geomlens.errors import GeomlensError, one_line
-from geomlens.files import write_text_atomic
+from geomlens.io.files import write_text_atomic
 
 DATASET = "Rowan/hellaswag"
 SPLIT = "validation"

@@ -23,8 +23,8 @@ from geomlens.concepts.schemes import Scheme, scheme_from_dict
 from geomlens.concepts.scores import rnd, summary
 from geomlens.concepts.similarity import similarity_scores
 from geomlens.errors import GeomlensError
+from geomlens.io.runfolder import write_json
 from geomlens.models.view import ModelView
-from geomlens.runfolder import write_json
 
 HEADLINE = "normalised_vs_acc"
 

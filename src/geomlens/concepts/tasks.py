@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from geomlens.errors import GeomlensError
-from geomlens.jsontext import JSONTextError, bad_text, loads
+from geomlens.io.jsontext import JSONTextError, bad_text, loads
 
 DATA_ENV = "GEOMLENS_DATA"
 FEWSHOT_DELIMITER = "\n\n"

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from geomlens.errors import GeomlensError
-from geomlens.jsontext import JSONTextError, bad_text, loads
+from geomlens.io.jsontext import JSONTextError, bad_text, loads
 
 BBC_NAME = "bbc"
 """The source name that selects the bundled BBC news corpus."""

@@ -17,8 +17,8 @@ from geomlens.errors import GeomlensError
 if TYPE_CHECKING:
     from geomlens.capture.capture import CaptureConfig
     from geomlens.corpus import Windows
+    from geomlens.io.runfolder import RunFolder
     from geomlens.models.view import ModelView
-    from geomlens.runfolder import RunFolder
     from geomlens.stats import DecompositionAccumulator
 
 ENGINES = ("local", "ray")

@@ -10,8 +10,8 @@ from geomlens.engines.threads import torch_threads
 if TYPE_CHECKING:
     from geomlens.corpus import Windows
     from geomlens.engines import EngineConfig
+    from geomlens.io.runfolder import RunFolder
     from geomlens.models.view import ModelView
-    from geomlens.runfolder import RunFolder
     from geomlens.stats import DecompositionAccumulator
 
 

@@ -38,15 +38,15 @@ from geomlens.engines.shards import (
     state_to_bytes,
 )
 from geomlens.errors import GeomlensError
+from geomlens.io.progress import token_bar
 from geomlens.models.loading import resolve_dtype
-from geomlens.progress import token_bar
 from geomlens.stats import DecompositionAccumulator
 
 if TYPE_CHECKING:
     from geomlens.corpus import Windows
     from geomlens.engines import EngineConfig
+    from geomlens.io.runfolder import RunFolder
     from geomlens.models.view import ModelView
-    from geomlens.runfolder import RunFolder
 
 INSTALL_HINT = "--engine ray needs Ray: pip install 'geomlens[ray]'"
 #: accumulator states larger than this travel as several rows (Arrow binary cells stay small)

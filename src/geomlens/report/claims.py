@@ -177,26 +177,29 @@ def _position_claims(metrics: dict[str, Any]) -> list[Claim]:
             threshold=0.1,
         ),
     ]
+    claims.append(_qk_claim(metrics))
+    return claims
+
+
+def _qk_claim(metrics: dict[str, Any]) -> Claim:
+    """W_QK seen in the positional basis (bases that fit exactly are no evidence)."""
     qk = (metrics.get("attention") or {}).get("qk_basis") or []
     qk = [b for b in qk if b["k"] > b["rank"] + 1]  # smaller bases fit exactly: no evidence
     fits = [h["residual"] for b in qk for h in b["heads"]]
     base = [h["baseline_residual"] for b in qk for h in b["heads"]]
     fit, rand = (statistics.median(fits), statistics.median(base)) if fits else (None, None)
     fit_ratio = None if fit is None or not rand else fit / rand
-    claims.append(
-        Claim(
-            "song.wqk_low_rank_plus_diagonal",
-            "W_QK in the positional basis is low-rank plus diagonal",
-            SONG,
-            "median relative residual of the fit < that of a Gaussian matrix (ratio < 1)",
-            "–" if fit_ratio is None else f"residual {fit:.3f} against random {rand:.3f}",
-            decide(fit_ratio, 1.0, False, "no attention split"),
-            fit_ratio,
-            threshold=1.0,
-            interval="none: a median over heads",
-        )
+    return Claim(
+        "song.wqk_low_rank_plus_diagonal",
+        "W_QK in the positional basis is low-rank plus diagonal",
+        SONG,
+        "median relative residual of the fit < that of a Gaussian matrix (ratio < 1)",
+        "–" if fit_ratio is None else f"residual {fit:.3f} against random {rand:.3f}",
+        decide(fit_ratio, 1.0, False, "no attention split"),
+        fit_ratio,
+        threshold=1.0,
+        interval="none: a median over heads",
     )
-    return claims
 
 
 def _sphere_claims(metrics: dict[str, Any]) -> list[Claim]:

@@ -18,12 +18,12 @@ from typing import Any
 import plotly.offline
 
 from geomlens.errors import GeomlensError
-from geomlens.files import damaged, replacing, write_text_atomic
+from geomlens.io.files import damaged, replacing, write_text_atomic
+from geomlens.io.runfolder import RERUN, Run, open_run
 from geomlens.report import interactive as plots
 from geomlens.report.claims import run_claims, skip_first_layers
 from geomlens.report.html import escape, plot, section, table
 from geomlens.report.page import LOADER, STYLE
-from geomlens.runfolder import RERUN, Run, open_run
 
 COLUMNS = ("share_pos", "share_ctx", "rel_norm_pos", "pos_rank", "pos_explained", "pos_low_freq")
 

@@ -19,7 +19,7 @@ import plotly.graph_objects as go
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from geomlens.files import replacing, write_text_atomic
+from geomlens.io.files import replacing, write_text_atomic
 
 DPI = 100  # PNG resolution: sharp enough to read, quick to render
 

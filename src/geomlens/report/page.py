@@ -12,10 +12,10 @@ from pathlib import Path
 
 import plotly.offline
 
-from geomlens.files import write_text_atomic
+from geomlens.io.files import write_text_atomic
+from geomlens.io.runfolder import Run, open_run
 from geomlens.report.html import escape, section
 from geomlens.report.registry import REGISTRY
-from geomlens.runfolder import Run, open_run
 
 SECTIONS = tuple((s.anchor, s.title) for s in REGISTRY)
 

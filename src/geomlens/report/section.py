@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from geomlens.io.runfolder import Run
 from geomlens.report.html import image, plot
-from geomlens.runfolder import Run
 
 
 def always(run: Run) -> bool:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from geomlens.io.runfolder import Run
 from geomlens.report import interactive as plots
 from geomlens.report.html import plot, readings, table
 from geomlens.report.section import Section, pct
-from geomlens.runfolder import Run
 
 
 def attention_section(run: Run) -> str:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from geomlens.io.runfolder import Run
 from geomlens.report import interactive as plots
 from geomlens.report.claims import skip_first_layers
 from geomlens.report.html import plot, readings, table
 from geomlens.report.section import Section, pct
-from geomlens.runfolder import Run
 
 
 def decomposition_readings(m: dict[str, Any]) -> list[str]:

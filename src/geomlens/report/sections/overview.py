@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
+from geomlens.io.runfolder import Run
 from geomlens.report.claims import run_claims
 from geomlens.report.html import escape, readings, table
 from geomlens.report.section import Section
 from geomlens.report.sections.decomposition import decomposition_readings
-from geomlens.runfolder import Run
 
 
 def summary_section(run: Run) -> str:

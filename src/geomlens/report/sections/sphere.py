@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from geomlens.io.runfolder import Run
 from geomlens.report.html import readings, table
 from geomlens.report.section import Section
-from geomlens.runfolder import Run
 
 
 def sphere_section(run: Run) -> str:

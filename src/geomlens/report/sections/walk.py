@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from geomlens.io.runfolder import Run
 from geomlens.report.html import readings, table
 from geomlens.report.section import Section, pct
-from geomlens.runfolder import Run
 
 
 def leave_reading(enc: dict[str, Any]) -> str:

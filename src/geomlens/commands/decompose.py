@@ -21,15 +21,15 @@ from geomlens.analyses.induction import induction_heads
 from geomlens.analyses.qk_basis import qk_positional_basis
 from geomlens.capture.capture import CaptureConfig
 from geomlens.capture.hooks import hidden_states
+from geomlens.commands.capture import run_command
 from geomlens.corpus import Windows
 from geomlens.errors import GeomlensError
+from geomlens.io.runfolder import Run, RunFolder, write_json
 from geomlens.models.loading import eager_attention
 from geomlens.models.view import ModelView
-from geomlens.pipeline import run_command
 from geomlens.report import attention_figures as attn_figs
 from geomlens.report import decomposition_figures as figs
 from geomlens.report.figures import pick_layers, save_all, save_in_background
-from geomlens.runfolder import Run, RunFolder, write_json
 from geomlens.stats import DecompositionAccumulator
 
 

@@ -17,11 +17,8 @@ from geomlens.corpus import Corpus, Windows, load_corpus, make_windows
 from geomlens.engines import EngineConfig
 from geomlens.engines import capture as engine_capture
 from geomlens.errors import GeomlensError
-from geomlens.files import damaged
-from geomlens.models.loading import load_configured
-from geomlens.models.view import ModelView
-from geomlens.report.claims import claim_records
-from geomlens.runfolder import (
+from geomlens.io.files import damaged
+from geomlens.io.runfolder import (
     RERUN,
     Run,
     RunFolder,
@@ -29,6 +26,9 @@ from geomlens.runfolder import (
     read_windows,
     write_json,
 )
+from geomlens.models.loading import load_configured
+from geomlens.models.view import ModelView
+from geomlens.report.claims import claim_records
 from geomlens.stats import DecompositionAccumulator
 from geomlens.stats.decomposition import state_spec
 

@@ -20,21 +20,21 @@ from pathlib import Path
 
 from geomlens.capture.capture import CaptureConfig
 from geomlens.commands import lifecycle
+from geomlens.commands.capture import Analysis, run_command
+from geomlens.commands.decompose import analyse_decomposition
+from geomlens.commands.sphere import DEFAULT_PROMPT, analyse_sphere, load_nouns
+from geomlens.commands.walk import KERNEL_WINDOWS, TOP_K, analyse_walk, default_text
 from geomlens.corpus import Windows
-from geomlens.decompose import analyse_decomposition
 from geomlens.engines import EngineConfig
 from geomlens.errors import GeomlensError
-from geomlens.files import replacing
+from geomlens.io.files import replacing
+from geomlens.io.progress import Step, StepLines
+from geomlens.io.runfolder import Run, RunFolder, open_run
 from geomlens.models.loading import eager_attention, load_configured
 from geomlens.models.view import ModelView
-from geomlens.pipeline import Analysis, run_command
-from geomlens.progress import Step, StepLines
 from geomlens.report.figures import deferred_rendering
 from geomlens.report.page import write_report
-from geomlens.runfolder import Run, RunFolder, open_run
-from geomlens.sphere import DEFAULT_PROMPT, analyse_sphere, load_nouns
 from geomlens.stats import DecompositionAccumulator
-from geomlens.walk import KERNEL_WINDOWS, TOP_K, analyse_walk, default_text
 
 Stage = Analysis
 """A report stage is an analysis step of run_command (pipeline.Analysis)."""
@@ -170,7 +170,7 @@ def concepts_stage(
     def analyse(
         folder: RunFolder, view: ModelView, windows: Windows, acc: DecompositionAccumulator
     ) -> None:
-        from geomlens.concepts.command import DEFAULT_TASK, ConceptsConfig, run_concepts
+        from geomlens.commands.concepts import DEFAULT_TASK, ConceptsConfig, run_concepts
 
         concepts = ConceptsConfig(
             model=config.model,

@@ -26,15 +26,15 @@ from geomlens.analyses import sphere as sph
 from geomlens.analyses.word_frequency import english_zipf
 from geomlens.capture.capture import CaptureConfig
 from geomlens.capture.hooks import base_kwargs, hidden_states
+from geomlens.commands.capture import run_command
 from geomlens.corpus import Windows, load_corpus
 from geomlens.errors import GeomlensError, short_list
+from geomlens.io.progress import Step, StepLines, quiet
+from geomlens.io.runfolder import Run, RunFolder, write_json
 from geomlens.models.loading import load_configured
 from geomlens.models.view import ModelView
-from geomlens.pipeline import run_command
-from geomlens.progress import Step, StepLines, quiet
 from geomlens.report import sphere_figures as figs
 from geomlens.report.figures import rendered_in_background, save_later
-from geomlens.runfolder import Run, RunFolder, write_json
 from geomlens.stats import DecompositionAccumulator
 
 DEFAULT_PROMPT = "To kill two birds with one stone"

@@ -55,16 +55,16 @@ from geomlens.analyses.walks import (
 )
 from geomlens.capture.capture import CaptureConfig
 from geomlens.capture.store import save_file_atomic as save_file
+from geomlens.commands.capture import run_command
 from geomlens.corpus import Windows
 from geomlens.errors import GeomlensError
-from geomlens.files import write_text_atomic
+from geomlens.io.files import write_text_atomic
+from geomlens.io.progress import Step, StepLines, quiet
+from geomlens.io.runfolder import Run, RunFolder, write_json
 from geomlens.models.loading import load_configured
 from geomlens.models.view import ModelView
-from geomlens.pipeline import run_command
-from geomlens.progress import Step, StepLines, quiet
 from geomlens.report import walk_figures as figs
 from geomlens.report.figures import rendered_in_background, save_later
-from geomlens.runfolder import Run, RunFolder, write_json
 from geomlens.stats import DecompositionAccumulator
 
 KERNEL_WINDOWS = 16

@@ -37,14 +37,14 @@ from geomlens.concepts.sweep import HEADLINE, ranked, read_grid, run_schemes, ta
 from geomlens.concepts.sweep import table_markdown as sweep_markdown
 from geomlens.concepts.tasks import Task, load_task
 from geomlens.errors import GeomlensError
-from geomlens.files import write_text_atomic
-from geomlens.models.loading import load_configured, resolve_folder
-from geomlens.models.view import ModelView
-from geomlens.runfolder import (
+from geomlens.io.files import write_text_atomic
+from geomlens.io.runfolder import (
     Run,
     RunFolder,
     model_fingerprint,
 )
+from geomlens.models.loading import load_configured, resolve_folder
+from geomlens.models.view import ModelView
 
 DEFAULT_LIMIT = 50
 DEFAULT_TASK = "timedial"

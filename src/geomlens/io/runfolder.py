@@ -35,7 +35,7 @@ from safetensors.torch import load_file
 
 from geomlens.capture.store import ActivationStore, save_atomic
 from geomlens.errors import GeomlensError
-from geomlens.files import damaged, read_json
+from geomlens.io.files import damaged, read_json
 from geomlens.stats import DecompositionAccumulator
 from geomlens.stats.decomposition import state_spec
 

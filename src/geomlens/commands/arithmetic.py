@@ -22,9 +22,9 @@ from geomlens.arithmetic.model import model_view
 from geomlens.arithmetic.train import StepHook, Trained, train
 from geomlens.commands import lifecycle
 from geomlens.engines.threads import torch_threads
+from geomlens.io.runfolder import Run, RunFolder
 from geomlens.report import arithmetic_figures as figs
 from geomlens.report.figures import save_all
-from geomlens.runfolder import Run, RunFolder
 from geomlens.stats.rounding import rounded
 
 CONTROL_POSITIONS = "sorted random subset of 0..n_positions-1 per training sequence"

@@ -1,0 +1,1 @@
+"""Run folders, atomic files, JSON text and progress display: what every command writes with."""
