@@ -122,7 +122,9 @@ def _position_claims(metrics: dict[str, Any]) -> list[Claim]:
             "The positional part is low-rank",
             SONG,
             "median over layers: the top ScreeNOT-rank singular values carry >= 50% of the sum",
-            "–" if explained is None else f"explained {explained:.2f} at median rank {rank:g}",
+            "–"
+            if explained is None
+            else f"explained {explained:.2f} at median rank {text(rank, 'g')}",
             decide(explained, 0.5, True, missing),
             explained,
             threshold=0.5,
@@ -132,7 +134,7 @@ def _position_claims(metrics: dict[str, Any]) -> list[Claim]:
             "The positional basis is low-frequency (smooth Gram matrix)",
             SONG,
             "median over layers of pos_low_freq (lowest 10% of DCT frequencies) >= 0.5",
-            "–" if low is None else f"pos_low_freq {low:.2f}, smoothness {smooth:.3f}",
+            "–" if low is None else f"pos_low_freq {low:.2f}, smoothness {text(smooth, '.3f')}",
             decide(low, 0.5, True, missing),
             low,
             threshold=0.5,
