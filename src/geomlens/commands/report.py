@@ -37,7 +37,7 @@ from geomlens.report.page import write_report
 from geomlens.stats import DecompositionAccumulator
 
 Stage = Analysis
-"""A report stage is an analysis step of run_command (pipeline.Analysis)."""
+"""A report stage is an analysis step of run_command (commands.capture.Analysis)."""
 StageFactory = Callable[[Step], Stage]
 """Builds a stage that reports its steps to the given reporter."""
 
