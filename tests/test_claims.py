@@ -78,16 +78,27 @@ def test_encoders_and_decoders_get_the_expectation_each_paper_states() -> None:
 
 
 def test_gamma_beta_claim_reads_english_word_frequency_with_its_interval() -> None:
-    def sphere(value: float, low: float, high: float) -> dict:
+    def sphere(value: float, low: float, high: float, plain_ids: tuple = (3, 4)) -> dict:
         shift = {"value": value, "low": low, "high": high, "method": "bootstrap", "n_boot": 1000}
         zipf = {"affine": 5.0, "plain": 5.0 - value, "vocab_mean": 3.2}
-        return {"sphere": {"top_tokens": {"english_zipf_shift": shift, "mean_english_zipf": zipf}}}
+        top = {
+            "k": 2,
+            "affine": {"top_ids": [1, 2]},
+            "plain": {"top_ids": list(plain_ids)},
+            "english_zipf_shift": shift,
+            "mean_english_zipf": zipf,
+        }
+        return {"sphere": {"top_tokens": top}}
 
     name = "molina.gamma_beta_common_words"
     assert by_id(sphere(1.5, 0.7, 2.3))[name].verdict == "reproduced"
     assert by_id(sphere(0.4, -0.2, 1.0))[name].verdict == "inconclusive"
     assert by_id(sphere(-1.0, -1.8, -0.3))[name].verdict == "not reproduced"
     assert by_id({})[name].verdict.startswith("not measured")
+    # the same tokens with and without gamma/beta: nothing moved, whatever the resample says
+    same = by_id(sphere(0.0, -0.5, 0.8, plain_ids=(2, 1)))[name]
+    assert same.verdict == "not reproduced" and same.low is None
+    assert same.value.startswith("the same 2 tokens")
 
 
 def test_claim_records_are_plain_json_with_the_interval_fields() -> None:

@@ -207,11 +207,6 @@ def _qk_claim(metrics: dict[str, Any]) -> Claim:
 def _sphere_claims(metrics: dict[str, Any]) -> list[Claim]:
     sphere = metrics.get("sphere") or {}
     err = (sphere.get("identity") or {}).get("max_rel_err")
-    shift = (sphere.get("top_tokens") or {}).get("english_zipf_shift")
-    zipf = (sphere.get("top_tokens") or {}).get("mean_english_zipf") or {}
-    number, lo, hi = (
-        (None, None, None) if shift is None else (shift["value"], shift["low"], shift["high"])
-    )
     return [
         Claim(
             "molina.layernorm_sphere",
@@ -224,26 +219,45 @@ def _sphere_claims(metrics: dict[str, Any]) -> list[Claim]:
             threshold=1e-4,
             interval="none: an exact computation (the error is rounding)",
         ),
-        Claim(
-            "molina.gamma_beta_common_words",
-            "The final norm's gamma/beta shift the top-scoring tokens toward common words",
-            MOLINA,
-            "mean English Zipf frequency (wordfreq) of the top-10 tokens: with gamma/beta "
-            "minus without > 0",
-            "–"
-            if number is None
-            else f"{text(number, '+.2f', low=lo, high=hi)} (Zipf {zipf['affine']:.2f} with, "
-            f"{zipf['plain']:.2f} without; vocabulary {zipf['vocab_mean']:.2f})",
-            decide(number, 0.0, True, "no English word frequencies in this run", lo, hi)
-            if number is None or number != 0
-            else "not reproduced",
-            number,
-            lo,
-            hi,
-            threshold=0.0,
-            interval="none" if shift is None else f"{shift['method']}, {shift['n_boot']} draws",
-        ),
+        _gamma_beta_claim(sphere.get("top_tokens") or {}),
     ]
+
+
+def _gamma_beta_claim(top: dict[str, Any]) -> Claim:
+    """Molina: gamma/beta move the readout's top tokens toward common English words. When
+    the top-k is the same set of tokens with and without them, nothing moved: not
+    reproduced, whatever the resampled interval of a zero difference says."""
+    shift, zipf = top.get("english_zipf_shift"), top.get("mean_english_zipf") or {}
+    same = shift is not None and set(top["affine"]["top_ids"]) == set(top["plain"]["top_ids"])
+    number, lo, hi, interval = None, None, None, "none"
+    if shift is None:
+        value, verdict = "–", decide(None, 0.0, True, "no English word frequencies in this run")
+    elif same:
+        value = f"the same {top['k']} tokens with and without gamma/beta (Zipf {zipf['plain']:.2f})"
+        verdict, number = "not reproduced", 0.0
+        interval = "none: the two lists are the same tokens"
+    else:
+        number, lo, hi = shift["value"], shift["low"], shift["high"]
+        interval = f"{shift['method']}, {shift['n_boot']} draws"
+        value = (
+            f"{text(number, '+.2f', low=lo, high=hi)} (Zipf {zipf['affine']:.2f} with, "
+            f"{zipf['plain']:.2f} without; vocabulary {zipf['vocab_mean']:.2f})"
+        )
+        verdict = decide(number, 0.0, True, "", lo, hi)
+    return Claim(
+        "molina.gamma_beta_common_words",
+        "The final norm's gamma/beta shift the top-scoring tokens toward common words",
+        MOLINA,
+        "mean English Zipf frequency (wordfreq) of the top-10 tokens: with gamma/beta "
+        "minus without > 0",
+        value,
+        verdict,
+        number,
+        lo,
+        hi,
+        threshold=0.0,
+        interval=interval,
+    )
 
 
 def _fraction_interval(fraction: float, n: int) -> tuple[float, float]:
