@@ -6,6 +6,7 @@ The cosines of the principal angles between two subspaces with orthonormal bases
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -188,9 +189,13 @@ def vector_coherence(pos: Array, ctx: Array, seed: int = 0) -> VectorCoherence:
     pos = np.asarray(pos, dtype=np.float64)
     ctx = np.asarray(ctx, dtype=np.float64)
     top, mean = abs_cosine_summary(pos, ctx)
-    rng = np.random.default_rng([seed, 7])
-    d = pos.shape[1]
-    random_top, random_mean = abs_cosine_summary(
-        rng.standard_normal((pos.shape[0], d)), rng.standard_normal((ctx.shape[0], d))
-    )
+    random_top, random_mean = random_coherence(pos.shape[0], ctx.shape[0], pos.shape[1], seed)
     return VectorCoherence(top, mean, random_top, random_mean)
+
+
+@functools.lru_cache(maxsize=8)
+def random_coherence(n_pos: int, n_ctx: int, d: int, seed: int) -> tuple[float, float]:
+    """(max, mean) |cos| between n_pos and n_ctx Gaussian vectors in R^d. Every layer of a
+    run has the same shapes, so the draw is made once per run, not once per layer."""
+    rng = np.random.default_rng([seed, 7])
+    return abs_cosine_summary(rng.standard_normal((n_pos, d)), rng.standard_normal((n_ctx, d)))

@@ -66,7 +66,7 @@ def decomposition_figures(folder: Path, dec: dict[str, Any]) -> dict[str, go.Fig
         "ranks": go.Figure(
             interactive.per_layer(
                 rows,
-                ["pos_rank", "pos_rank95", "pos_stable_rank"],
+                interactive.RANK_KEYS,
                 "Positional rank (position 0 skipped)",
                 "rank",
             )
@@ -74,13 +74,7 @@ def decomposition_figures(folder: Path, dec: dict[str, Any]) -> dict[str, go.Fig
         "geometry": go.Figure(
             interactive.per_layer(
                 rows,
-                [
-                    "pos_low_freq",
-                    "pos_smoothness",
-                    "incoherence_mean",
-                    "incoherence_random",
-                    "ctx_cluster_ari",
-                ],
+                interactive.GEOMETRY_KEYS,
                 "Frequency, incoherence and topic clustering (position 0 skipped)",
                 "value",
             )

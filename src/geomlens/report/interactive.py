@@ -52,6 +52,18 @@ def shares(views: Sequence[tuple[str, Sequence[dict[str, Any]]]]) -> dict[str, A
     return as_dict(fig)
 
 
+RANK_KEYS = ["pos_rank", "pos_rank95", "pos_stable_rank"]
+"""The positional-rank lines drawn per layer (the report and the Python API)."""
+GEOMETRY_KEYS = [
+    "pos_low_freq",
+    "pos_smoothness",
+    "incoherence_mean",
+    "incoherence_random",
+    "ctx_cluster_ari",
+]
+"""The frequency, incoherence and clustering lines drawn per layer."""
+
+
 def per_layer(
     rows: Sequence[dict[str, Any]], keys: Sequence[str], title: str, yaxis: str, log: bool = False
 ) -> dict[str, Any]:

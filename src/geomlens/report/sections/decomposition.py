@@ -73,22 +73,14 @@ def decomposition_section(run: Run) -> str:
             plots.shares(views), "plot-shares", "Variance shares by layer, both views of position 0"
         ),
         plot(
-            plots.per_layer(
-                rows, ["pos_rank", "pos_rank95", "pos_stable_rank"], "Positional rank", "rank"
-            ),
+            plots.per_layer(rows, plots.RANK_KEYS, "Positional rank", "rank"),
             "plot-ranks",
             "Rank of the positional part (position 0 skipped)",
         ),
         plot(
             plots.per_layer(
                 rows,
-                [
-                    "pos_low_freq",
-                    "pos_smoothness",
-                    "incoherence_mean",
-                    "incoherence_random",
-                    "ctx_cluster_ari",
-                ],
+                plots.GEOMETRY_KEYS,
                 "Frequency, incoherence and topic clustering",
                 "value",
             ),
