@@ -21,6 +21,7 @@ import torch
 
 from geomlens.errors import GeomlensError
 from geomlens.models.view import ModelView
+from geomlens.stats.base import check_state
 from geomlens.stats.rounding import sig
 
 Array = npt.NDArray[np.float64]
@@ -146,6 +147,11 @@ class KernelAccumulator:
     i >= 1 and j >= 1: position 0 is left out, as query and as key, because it draws the
     "attention sink" (most of many heads' weight) whatever the offset. For causal models
     only queries i >= max(query_start, delta + 1) count.
+
+    An ``Accumulator`` (``stats.base``): ``update(layer, attn, logits)`` per layer of each
+    batch (layer 0 counts the windows and pairs), ``merge``, ``state_dict``/
+    ``load_state_dict`` (the sums and counts; the shape, ``causal`` and ``n_offsets`` are
+    constructor arguments) and ``finalize()``.
     """
 
     def __init__(self, n_layers: int, n_heads: int, causal: bool, n_offsets: int = N_OFFSETS):
@@ -199,6 +205,103 @@ class KernelAccumulator:
             _, lsums, _ = self._diagonals(logits, T)
             self.logit_sum[layer][:, kept] += lsums.cpu().numpy()
             self.has_logits[layer] = True
+
+    def _check_same(self, other: KernelAccumulator) -> None:
+        """Refuse to merge kernels of other shapes, offsets, window lengths or scores."""
+        same = self.causal == other.causal and np.array_equal(self.offsets, other.offsets)
+        if self.attn_sum.shape != other.attn_sum.shape or not same:
+            raise GeomlensError(
+                "cannot merge position kernels of different shapes: [layers, heads, offsets] "
+                f"{list(other.attn_sum.shape)} (causal={other.causal}) into "
+                f"{list(self.attn_sum.shape)} (causal={self.causal})."
+            )
+        if None not in (self.length, other.length) and self.length != other.length:
+            raise GeomlensError(
+                f"cannot merge position kernels of windows of {other.length} tokens into "
+                f"those of {self.length} tokens: the queries averaged depend on the length."
+            )
+        if self.windows and other.windows and (self.has_logits != other.has_logits).any():
+            raise GeomlensError(
+                "cannot merge position kernels with pre-softmax scores for other layers: "
+                f"{other.has_logits.tolist()} into {self.has_logits.tolist()}."
+            )
+
+    def merge(self, other: KernelAccumulator) -> KernelAccumulator:
+        """Add a kernel filled on other windows (in place) and return self.
+
+        Sums, counts and windows add; an accumulator that has seen no window merges with
+        any. Raises GeomlensError when the shapes, offsets or window lengths differ, or
+        when both have seen windows but only one has pre-softmax scores for some layer.
+        """
+        self._check_same(other)
+        self.attn_sum += other.attn_sum
+        self.logit_sum += other.logit_sum
+        self.count += other.count
+        self.has_logits |= other.has_logits
+        self.windows += other.windows
+        if self.length is None:
+            self.length = other.length
+        return self
+
+    def state_spec(self) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+        """Name, shape and dtype of every tensor of ``state_dict()``."""
+        shape = tuple(int(n) for n in self.attn_sum.shape)
+        return {
+            "causal": ((), torch.bool),
+            "offsets": ((shape[2],), torch.int64),
+            "attn_sum": (shape, torch.float64),
+            "logit_sum": (shape, torch.float64),
+            "count": ((shape[2],), torch.float64),
+            "has_logits": ((shape[0],), torch.bool),
+            "windows": ((), torch.int64),
+            "length": ((), torch.int64),
+        }
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """Sums (float64), counts, the layers with scores, windows and the window length
+        (-1 before the first update), as copies; ``causal`` and ``offsets`` to check a load."""
+        arrays = {
+            "offsets": self.offsets,
+            "attn_sum": self.attn_sum,
+            "logit_sum": self.logit_sum,
+            "count": self.count,
+            "has_logits": self.has_logits,
+        }
+        state = {k: torch.from_numpy(np.array(v, copy=True)) for k, v in arrays.items()}
+        state["causal"] = torch.tensor(self.causal)
+        state["windows"] = torch.tensor(self.windows, dtype=torch.int64)
+        state["length"] = torch.tensor(
+            -1 if self.length is None else self.length, dtype=torch.int64
+        )
+        return state
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Restore ``state_dict()`` exactly.
+
+        Raises:
+            GeomlensError: when it was saved with another shape, ``causal`` or ``n_offsets``.
+        """
+        check_state(state, self.state_spec(), "position-kernel")
+        saved = state["offsets"].cpu().numpy()
+        if bool(state["causal"]) != self.causal or not np.array_equal(saved, self.offsets):
+            raise GeomlensError(
+                f"the saved position-kernel state (causal={bool(state['causal'])}, offsets "
+                f"{int(saved[0])}..{int(saved[-1])}) does not match this accumulator "
+                f"(causal={self.causal}, offsets {int(self.offsets[0])}..{int(self.offsets[-1])})."
+            )
+        for name in ("attn_sum", "logit_sum", "count", "has_logits"):
+            setattr(self, name, state[name].cpu().numpy().copy())
+        self.windows = int(state["windows"])
+        self.length = None if int(state["length"]) < 0 else int(state["length"])
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, torch.Tensor]) -> KernelAccumulator:
+        """A new accumulator holding ``state`` (its shape and offsets read from it)."""
+        n_layers, n_heads, _ = state["attn_sum"].shape
+        n_offsets = int(state["offsets"][-1]) + 1
+        acc = cls(int(n_layers), int(n_heads), bool(state["causal"]), n_offsets=n_offsets)
+        acc.load_state_dict(state)
+        return acc
 
     def finalize(self) -> EmpiricalKernel:
         n = np.where(self.count > 0, self.count, np.nan)

@@ -23,6 +23,7 @@ from geomlens.analyses.induction import layer_attention_weights
 from geomlens.analyses.similarity import seq2seq_forward
 from geomlens.errors import GeomlensError
 from geomlens.models.view import HeadWeights, ModelView
+from geomlens.stats.base import check_state
 from geomlens.stats.rounding import sig
 
 Array = npt.NDArray[np.float64]
@@ -214,8 +215,21 @@ class RefactorResult:
         }
 
 
+_REFACTOR_MAXIMA = ("err", "out")
+"""RefactorAccumulator fields that keep a maximum per layer ([L] float64)."""
+
+_REFACTOR_SUMS = ("norm", "rel")
+"""RefactorAccumulator fields that sum over tokens ([L, H] float64)."""
+
+
 class RefactorAccumulator:
-    """Checks the identity batch by batch and averages the per-head output norms."""
+    """Checks the identity batch by batch and averages the per-head output norms.
+
+    An ``Accumulator`` (``stats.base``): ``update(record)`` per ``AttentionRecord``,
+    ``merge``, ``state_dict``/``load_state_dict`` (maxima, sums and the token count) and
+    ``finalize()``. The blocks' weights (``heads``) come from the view given to the
+    constructor and are not state.
+    """
 
     def __init__(self, view: ModelView):
         self.heads = [b.heads() for b in view.blocks]
@@ -241,6 +255,60 @@ class RefactorAccumulator:
             self.norm[l] += n.sum((0, 2)).numpy()
             self.rel[l] += (n / h_in[:, None, :]).sum((0, 2)).numpy()
         self.tokens += int(B * T)
+
+    def _shapes(self) -> list[tuple[int, ...]]:
+        """[H, d, d_head] of each block's value weights: what a merge must agree on."""
+        return [tuple(heads.W_V.shape) for heads in self.heads]
+
+    def merge(self, other: RefactorAccumulator) -> RefactorAccumulator:
+        """Add a check run on other windows (in place) and return self: maxima take the
+        max, sums and tokens add.
+
+        Raises:
+            GeomlensError: when the two were built for models of other shapes.
+        """
+        if other._shapes() != self._shapes():
+            raise GeomlensError(
+                "cannot merge refactoring checks of models of different shapes: blocks' "
+                f"[heads, d, d_head] {other._shapes()} into {self._shapes()}."
+            )
+        for name in _REFACTOR_MAXIMA:
+            np.maximum(getattr(self, name), getattr(other, name), out=getattr(self, name))
+        for name in _REFACTOR_SUMS:
+            getattr(self, name)[...] += getattr(other, name)
+        self.tokens += other.tokens
+        return self
+
+    def state_spec(self) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+        """Name, shape and dtype of every tensor of ``state_dict()``."""
+        L, H = self.norm.shape
+        return {
+            "err": ((L,), torch.float64),
+            "out": ((L,), torch.float64),
+            "norm": ((L, H), torch.float64),
+            "rel": ((L, H), torch.float64),
+            "tokens": ((), torch.int64),
+        }
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """Maxima and sums (float64 copies) and the token count (0-d int64)."""
+        state = {
+            name: torch.from_numpy(getattr(self, name).copy())
+            for name in _REFACTOR_MAXIMA + _REFACTOR_SUMS
+        }
+        state["tokens"] = torch.tensor(self.tokens, dtype=torch.int64)
+        return state
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Restore ``state_dict()`` exactly.
+
+        Raises:
+            GeomlensError: when it was saved for another number of layers or heads.
+        """
+        check_state(state, self.state_spec(), "refactoring-check")
+        for name in _REFACTOR_MAXIMA + _REFACTOR_SUMS:
+            setattr(self, name, state[name].cpu().numpy().copy())
+        self.tokens = int(state["tokens"])
 
     def finalize(self) -> RefactorResult:
         return RefactorResult(

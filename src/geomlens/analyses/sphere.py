@@ -22,7 +22,9 @@ import numpy.typing as npt
 import torch
 
 from geomlens.analyses.vocab import Columns, per_token, scan_vocab
+from geomlens.errors import GeomlensError
 from geomlens.models.view import ModelView, NormView
+from geomlens.stats.base import check_state
 from geomlens.stats.intervals import mean_difference
 from geomlens.stats.rounding import sig
 
@@ -74,9 +76,28 @@ def norm_linear(v: torch.Tensor, norm: NormView | None) -> torch.Tensor:
     return v * norm.weight.to(v.dtype)
 
 
+_NORM_COUNTS = ("n", "n_skip")
+"""NormStats fields that count vectors (int64 in its state)."""
+
+_NORM_SUMS = (
+    "sum_norm",
+    "sum_norm2",
+    "sum_ones",
+    "sum_out_radius",
+    "sum_norm_skip",
+    "sum_norm2_skip",
+    "sum_ones_skip",
+)
+"""NormStats fields that sum over vectors (float64 in its state); ``max_rel_err`` is a max."""
+
+
 @dataclass
 class NormStats:
     """Streaming identity error and radius statistics of one norm's inputs.
+
+    An ``Accumulator`` (``stats.base``): ``update(x, y, norm)`` per batch, ``merge``,
+    ``state_dict``/``load_state_dict`` (the counts and sums; ``name``, ``kind``, ``d`` and
+    ``hidden_layer`` are settings, given to the constructor) and ``finalize()``.
 
     Attributes:
         name: where the norm sits ("blocks.3.norm_attn", "final_norm", ...).
@@ -132,6 +153,61 @@ class NormStats:
             self.sum_norm_skip += float(rs.sum())
             self.sum_norm2_skip += float((rs * rs).sum())
             self.sum_ones_skip += float(os_.sum())
+
+    def _settings(self) -> tuple[str, str, int, int | None]:
+        return self.name, self.kind, self.d, self.hidden_layer
+
+    def merge(self, other: NormStats) -> NormStats:
+        """Add the statistics of the same norm over other vectors (in place); return self.
+
+        Raises:
+            GeomlensError: when ``other`` is another norm (name, kind, width or layer).
+        """
+        if other._settings() != self._settings():
+            raise GeomlensError(
+                "cannot merge norm statistics of different norms: "
+                f"{other._settings()} into {self._settings()} (name, kind, d, hidden layer)."
+            )
+        for name in _NORM_COUNTS + _NORM_SUMS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.max_rel_err = max(self.max_rel_err, other.max_rel_err)
+        return self
+
+    def state_spec(self) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+        """Name, shape and dtype of every tensor of ``state_dict()`` (all 0-d)."""
+        spec: dict[str, tuple[tuple[int, ...], torch.dtype]] = {
+            name: ((), torch.int64) for name in ("d", *_NORM_COUNTS)
+        }
+        spec.update({name: ((), torch.float64) for name in ("max_rel_err", *_NORM_SUMS)})
+        return spec
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """Counts, sums and the largest error as 0-d tensors (with ``d``, to check a load)."""
+        return {
+            name: torch.tensor(self.d if name == "d" else getattr(self, name), dtype=dtype)
+            for name, (_, dtype) in self.state_spec().items()
+        }
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Restore ``state_dict()`` exactly (float64 sums back to Python floats).
+
+        Raises:
+            GeomlensError: when it was saved for another width or is incomplete.
+        """
+        check_state(state, self.state_spec(), f"norm statistics ({self.name})")
+        if int(state["d"]) != self.d:
+            raise GeomlensError(
+                f"the saved norm statistics of {self.name} are for width {int(state['d'])}, "
+                f"not {self.d}."
+            )
+        for name in _NORM_COUNTS:
+            setattr(self, name, int(state[name]))
+        for name in ("max_rel_err", *_NORM_SUMS):
+            setattr(self, name, float(state[name]))
+
+    def finalize(self) -> dict[str, Any]:
+        """The statistics as a JSON-able dict: the same as ``to_dict()``."""
+        return self.to_dict()
 
     def to_dict(self) -> dict[str, Any]:
         def moments(n: int, s: float, s2: float) -> tuple[float | None, float | None]:
@@ -213,7 +289,7 @@ class Identity:
 
 def identity_result(stats: Sequence[NormStats], n_windows: int, dtype: str) -> Identity:
     """Collect per-norm statistics into the identity result."""
-    rows = [s.to_dict() for s in stats]
+    rows = [s.finalize() for s in stats]
     worst = max((r["max_rel_err"] for r in rows), default=0.0)
     return Identity(max_rel_err=sig(worst, 6), norms=rows, n_windows=n_windows, dtype=dtype)
 
@@ -306,7 +382,7 @@ def orientation(view: ModelView, stats: Sequence[NormStats]) -> Orientation:
         )
     layers = []
     for s in stats:
-        r = s.to_dict()
+        r = s.finalize()
         r.pop("max_rel_err")
         layers.append(r)
     return Orientation(norms=rows, layers=layers, cosines=cosines)
