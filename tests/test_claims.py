@@ -127,3 +127,56 @@ def test_bootstrap_difference_covers_a_planted_difference_about_95_percent() -> 
         d = mean_difference(a, b, seed)
         hits.append(d["low"] <= 0.5 <= d["high"])
     assert 0.90 <= np.mean(hits) <= 0.98
+
+
+def _qk(residual: float, rand: float, inside: float, k: int = 10) -> dict:
+    head = {
+        "head": 0,
+        "residual": 0.4,
+        "baseline_residual": 0.8,
+        "share_in_basis": 0.3,
+        "whole_residual": residual,
+        "whole_baseline_residual": rand,
+        "whole_low_rank_in_basis": inside,
+        "whole_baseline_low_rank_in_basis": 0.02,
+    }
+    return {"attention": {"qk_basis": [{"layer": 3, "k": k, "rank": 2, "heads": [head]}]}}
+
+
+def test_w_qk_claims_read_the_whole_matrix_and_keep_the_block_fit_as_a_variant() -> None:
+    fits = by_id(_qk(0.2, 0.9, 0.8))
+    assert fits["song.wqk_low_rank_plus_diagonal"].verdict == "reproduced"
+    assert fits["song.wqk_low_rank_positional"].verdict == "reproduced"
+    assert fits["song.wqk_low_rank_plus_diagonal_block"].verdict == "reproduced"
+    # a fit leaving most of the matrix, or no better than a random head, is not reproduced
+    assert by_id(_qk(0.93, 0.96, 0.8))["song.wqk_low_rank_plus_diagonal"].verdict == (
+        "not reproduced"
+    )
+    assert by_id(_qk(0.3, 0.25, 0.8))["song.wqk_low_rank_plus_diagonal"].verdict == (
+        "not reproduced"
+    )
+    assert by_id(_qk(0.2, 0.9, 0.02))["song.wqk_low_rank_positional"].verdict == "not reproduced"
+    # a run made before the whole-matrix fit: not measured, the block variant still decides
+    old = _qk(0.2, 0.9, 0.8)
+    for h in old["attention"]["qk_basis"][0]["heads"]:
+        for key in [k for k in h if k.startswith("whole_")]:
+            del h[key]
+    old_claims = by_id(old)
+    assert old_claims["song.wqk_low_rank_plus_diagonal"].verdict.startswith("not measured")
+    assert old_claims["song.wqk_low_rank_plus_diagonal_block"].verdict == "reproduced"
+
+
+def test_t5_bias_tables_are_scored_themselves_per_stack() -> None:
+    table = {"negative_self_bias_fraction": 0.8, "far_amplification_fraction": 0.25}
+    stack = {**WALK, "kernels": {**WALK["kernels"], "bias_table": table}}
+    seq2seq = by_id({"walk": {**stack, "decoder": stack}}, {"n_heads": 12})
+    assert seq2seq["singh.negative_self_bias_table.encoder"].verdict == "reproduced"
+    assert seq2seq["singh.negative_self_bias_table.decoder"].number == 0.8
+    assert seq2seq["singh.far_amplification_table.decoder"].verdict == "not reproduced"
+    short = {**table, "far_amplification_fraction": None, "far_amplification_reason": "short"}
+    stack["kernels"]["bias_table"] = short
+    assert by_id({"walk": {**stack, "decoder": stack}})[
+        "singh.far_amplification_table.encoder"
+    ].verdict == ("not measured: short")
+    # a model without a bias table gets no table claims
+    assert not [i for i in by_id({"walk": WALK}) if "table" in i]

@@ -5,7 +5,9 @@ with LayerNorm's centring; identity for post-norm blocks) is read in the basis U
 the top-k right singular vectors of the positional part: ``M = U^T W_QK U`` [k, k]. Song &
 Zhong (2023) find M close to low-rank plus diagonal; this fits ``M ~ L + D`` (rank-r L,
 diagonal D) by alternating projections and compares the residual with the same fit on a
-Gaussian matrix. For rotary models a relative offset picks the rotation between query and
+Gaussian matrix. The same fit over the whole [d, d] W_QK (``WholeQK``) checks the rest of
+the claim: that the whole matrix is low-rank plus diagonal, and that its low-rank part lies
+in the positional subspace. For rotary models a relative offset picks the rotation between query and
 key (offset 0: no rotation). See docs/attention.md.
 """
 
@@ -30,6 +32,12 @@ DEFAULT_RANK = 2
 
 DEFAULT_ITERATIONS = 100
 
+WHOLE_ITERATIONS = 100
+"""The most alternations of the whole-matrix fit (each a warm-started randomized SVD)."""
+
+OVERSAMPLE = 6
+"""Extra directions of the warm-started subspace of the whole-matrix fit."""
+
 
 @dataclass(frozen=True)
 class LowRankDiagonalFit:
@@ -46,6 +54,25 @@ class LowRankDiagonalFit:
 
 
 @dataclass(frozen=True)
+class WholeQK:
+    """The low-rank plus diagonal fit of one head's whole W_QK [d, d], in model coordinates.
+
+    Attributes:
+        residual: ||W - L - D||_F / ||W||_F of the whole matrix.
+        baseline_residual: the same fit's residual on a seeded Gaussian [d, d] matrix.
+        in_basis: ||U^T L U||_F / ||L||_F, the share of the low-rank part inside the top-k
+            positional directions U (1: it lies wholly there).
+        baseline_in_basis: the same share for the Gaussian matrix's low-rank part (about
+            k / d for directions unrelated to U).
+    """
+
+    residual: float
+    baseline_residual: float
+    in_basis: float
+    baseline_in_basis: float
+
+
+@dataclass(frozen=True)
 class HeadQK:
     """One head's W_QK in the positional basis.
 
@@ -55,6 +82,7 @@ class HeadQK:
         fit: the low-rank plus diagonal fit of M.
         baseline_residual: the fit's residual on a seeded Gaussian [k, k] matrix.
         share_in_basis: ||M||_F / ||W_QK||_F.
+        whole: the fit of the whole W_QK (None where it was not computed).
     """
 
     head: int
@@ -62,6 +90,7 @@ class HeadQK:
     fit: LowRankDiagonalFit
     baseline_residual: float
     share_in_basis: float
+    whole: WholeQK | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +124,16 @@ class QKBasis:
                     "residual": h.fit.residual,
                     "baseline_residual": h.baseline_residual,
                     "share_in_basis": h.share_in_basis,
+                    **(
+                        {}
+                        if h.whole is None
+                        else {
+                            "whole_residual": h.whole.residual,
+                            "whole_baseline_residual": h.whole.baseline_residual,
+                            "whole_low_rank_in_basis": h.whole.in_basis,
+                            "whole_baseline_low_rank_in_basis": h.whole.baseline_in_basis,
+                        }
+                    ),
                 }
                 for h in self.heads
             ],
@@ -160,6 +199,85 @@ def fit_low_rank_diagonal_many(
     return fits
 
 
+@dataclass(frozen=True)
+class Factored:
+    """A [d, d] matrix held as A B^T (A, B: [d, m]), as a head's W_QK is (m = d_head)."""
+
+    A: Array
+    B: Array
+
+    def diagonal(self) -> Array:
+        return np.einsum("im,im->i", self.A, self.B)
+
+    def norm2(self) -> float:
+        return float(np.sum((self.A.T @ self.A) * (self.B.T @ self.B)))
+
+
+def _gram_trace(P0: Array, R0: Array, P1: Array, R1: Array) -> float:
+    """<P0 R0^T, P1 R1^T>_F without forming either [d, d] product."""
+    return float(np.sum((P0.T @ P1) * (R0.T @ R1)))
+
+
+def fit_low_rank_diagonal_factored(
+    matrix: Factored,
+    rank: int = DEFAULT_RANK,
+    iterations: int = WHOLE_ITERATIONS,
+    seed: int = 0,
+    tol: float = 1e-6,
+) -> tuple[float, Array, Array]:
+    """``fit_low_rank_diagonal`` of a [d, d] matrix given as A B^T, never formed: each best
+    rank-r step is a randomized SVD warm-started from the last step's subspace (one power
+    step), so a step costs O(d m r) where a full SVD costs O(d^3).
+
+    Returns:
+        (residual ||M - L - D||_F / ||M||_F, P [d, r], R [d, r]) with L = P R^T.
+    """
+    A, B = np.asarray(matrix.A, np.float64), np.asarray(matrix.B, np.float64)
+    d = A.shape[0]
+    m_diag, total2 = matrix.diagonal(), matrix.norm2()
+    Q = np.linalg.qr(np.random.default_rng(seed).standard_normal((d, rank + OVERSAMPLE)))[0]
+    P, R = np.zeros((d, rank)), np.zeros((d, rank))
+    for _ in range(iterations):
+        shift = np.einsum("ir,ir->i", P, R) - m_diag  # M - diag(M - L) = M + diag(shift)
+        Z = B @ (A.T @ Q) + shift[:, None] * Q  # (M + diag(shift))^T Q
+        Q = np.linalg.qr(A @ (B.T @ Z) + shift[:, None] * Z)[0]
+        u, sv, vt = np.linalg.svd((Q.T @ A) @ B.T + Q.T * shift[None, :], full_matrices=False)
+        P1, R1 = (Q @ u[:, :rank]) * sv[:rank], vt[:rank].T
+        moved2 = _gram_trace(P1, R1, P1, R1) - 2 * _gram_trace(P, R, P1, R1)
+        moved2 += _gram_trace(P, R, P, R)
+        P, R = P1, R1
+        if moved2 <= (tol * tol) * max(total2, 1e-300):
+            break
+    rest = m_diag - np.einsum("ir,ir->i", P, R)  # D
+    cross = float(np.sum((A.T @ P) * (B.T @ R)))  # <M, L>
+    off2 = total2 - 2 * cross + _gram_trace(P, R, P, R) - float(rest @ rest)
+    residual = float(np.sqrt(max(off2, 0.0) / total2)) if total2 > 0 else float("nan")
+    return residual, P, R
+
+
+def share_in(U: Array, P: Array, R: Array) -> float:
+    """||U^T L U||_F / ||L||_F for L = P R^T [d, d]: how much of L lies in span(U) [d, k]."""
+    total = _gram_trace(P, R, P, R)
+    inside = np.linalg.norm((U.T @ P) @ (U.T @ R).T)
+    return float(inside / np.sqrt(total)) if total > 0 else float("nan")
+
+
+def whole_qk(qk: Factored, U: Array, rank: int, seed: int) -> WholeQK:
+    """The low-rank plus diagonal fit of one head's whole W_QK [d, d] against a random head
+    of the same shape (Gaussian [d, m] factors, so the same rank m), with the share of each
+    low-rank part inside the positional basis U."""
+    rng = np.random.default_rng(seed)
+    random = Factored(rng.standard_normal(qk.A.shape), rng.standard_normal(qk.B.shape))
+    residual, P, R = fit_low_rank_diagonal_factored(qk, rank, seed=seed)
+    base, Pb, Rb = fit_low_rank_diagonal_factored(random, rank, seed=seed)
+    return WholeQK(
+        residual=residual,
+        baseline_residual=base,
+        in_basis=share_in(U, P, R),
+        baseline_in_basis=share_in(U, Pb, Rb),
+    )
+
+
 def positional_basis(stats: DecompositionStats, k: int) -> tuple[Array, Array]:
     """The top-k right singular vectors of pos: ([d, k] orthonormal, [k] singular values)."""
     _, s, Vt = np.linalg.svd(np.asarray(stats.pos, dtype=np.float64), full_matrices=False)
@@ -177,8 +295,11 @@ def rotation(view: ModelView, offset: int, layer: int = 0) -> torch.Tensor:
     return rotary.rotation(view.d_head, offset)
 
 
-def head_qk(view: ModelView, layer: int, rotary_offset: int = 0) -> torch.Tensor:
-    """[H, d, d] float64 W_QK = G W_Q R W_K^T G per head (G: the folded input-norm gain)."""
+def head_qk_factors(
+    view: ModelView, layer: int, rotary_offset: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """([H, d, d_head], [H, d, d_head]) float64 factors G W_Q R and G W_K of W_QK per head
+    (G: the folded input-norm gain, with LayerNorm's centring)."""
     block = view.blocks[layer]
     w = block.heads()
     W_Q, W_K = w.W_Q.double().cpu(), w.W_K.double().cpu()
@@ -186,15 +307,20 @@ def head_qk(view: ModelView, layer: int, rotary_offset: int = 0) -> torch.Tensor
         W_Q = W_Q @ rotation(view, rotary_offset, layer)
     elif rotary_offset:
         raise GeomlensError("rotary_offset applies to rotary models only")
-    qk = W_Q @ W_K.transpose(1, 2)
     norm = block.attn_input_norm
     if norm is not None:
         G = torch.diag(norm.weight.double().cpu())
         if norm.kind == "layernorm":
             d = view.d_model
             G = (torch.eye(d, dtype=torch.float64) - 1.0 / d) @ G
-        qk = G @ qk @ G.T
-    return qk
+        W_Q, W_K = G @ W_Q, G @ W_K
+    return W_Q, W_K
+
+
+def head_qk(view: ModelView, layer: int, rotary_offset: int = 0) -> torch.Tensor:
+    """[H, d, d] float64 W_QK = G W_Q R W_K^T G^T per head (G: the folded input-norm gain)."""
+    W_Q, W_K = head_qk_factors(view, layer, rotary_offset)
+    return W_Q @ W_K.transpose(1, 2)
 
 
 def qk_positional_basis(
@@ -207,6 +333,7 @@ def qk_positional_basis(
     rotary_offset: int = 0,
     iterations: int = DEFAULT_ITERATIONS,
     seed: int = 0,
+    whole_matrix: bool = True,
 ) -> QKBasis:
     """W_QK of a block's heads in the top-k positional basis, with low-rank + diagonal fits.
 
@@ -221,12 +348,14 @@ def qk_positional_basis(
             folded in (0 = identity: the rotation ignored).
         iterations: alternations of the fit.
         seed: seed of the Gaussian baseline (one matrix per head, seed + head).
+        whole_matrix: also fit the whole [d, d] W_QK (``HeadQK.whole``).
     """
     if stats.layer != layer:
         raise GeomlensError(f"stats are of hidden-state layer {stats.layer}, not {layer}")
     U, sv = positional_basis(stats, k)
     Ut = torch.as_tensor(U)
-    qk = head_qk(view, layer, rotary_offset)
+    W_Q, W_K = head_qk_factors(view, layer, rotary_offset)
+    qk = W_Q @ W_K.transpose(1, 2)
     chosen = list(range(view.n_heads) if heads is None else heads)
     matrices = np.stack([(Ut.T @ qk[h] @ Ut).numpy() for h in chosen])
     gaussians = np.stack([np.random.default_rng(seed + h).standard_normal((k, k)) for h in chosen])
@@ -234,6 +363,8 @@ def qk_positional_basis(
     results = []
     for i, h in enumerate(chosen):
         total = float(torch.linalg.norm(qk[h]))
+        factors = Factored(W_Q[h].numpy(), W_K[h].numpy())
+        whole = whole_qk(factors, U, rank, seed + h) if whole_matrix else None
         results.append(
             HeadQK(
                 head=int(h),
@@ -243,6 +374,7 @@ def qk_positional_basis(
                 share_in_basis=float(np.linalg.norm(matrices[i])) / total
                 if total > 0
                 else float("nan"),
+                whole=whole,
             )
         )
     return QKBasis(

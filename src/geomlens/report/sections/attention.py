@@ -32,16 +32,19 @@ def attention_section(run: Run) -> str:
         parts.append(
             plot(plots.attention_parts(att["parts"]), "plot-attention", "Logit parts per head")
         )
+        whole = ("whole_residual", "whole_baseline_residual", "whole_low_rank_in_basis")
         qk_rows = [
             [b["layer"], h["head"], h["residual"], h["baseline_residual"], h["share_in_basis"]]
+            + [h.get(key, "–") for key in whole]
             for b in att.get("qk_basis", [])
             for h in b["heads"]
         ]
         parts.append(
             table(
-                ["block", "head", "low-rank+diag residual", "random residual", "share in basis"],
+                ["block", "head", "low-rank+diag residual", "random residual", "share in basis"]
+                + ["whole W_QK residual", "random head", "low-rank part in basis"],
                 qk_rows,
-                "W_QK in the top positional directions",
+                "W_QK in the top positional directions, and the whole W_QK",
             )
         )
     if ind and "unsupported" not in ind:
