@@ -14,12 +14,19 @@ from geomlens.analyses.attention_parts import (
     split_logits,
 )
 from geomlens.analyses.qk_basis import (
+    Factored,
     fit_low_rank_diagonal,
+    fit_low_rank_diagonal_factored,
     fit_low_rank_diagonal_many,
+    head_qk,
+    head_qk_factors,
     qk_positional_basis,
     rotation,
+    share_in,
+    whole_qk,
 )
 from geomlens.capture.hooks import hidden_states
+from geomlens.errors import GeomlensError
 from geomlens.models import BUNDLED, ModelView, load_model
 from geomlens.report import attention_figures, figures
 from geomlens.stats import CapturedBatch, DecompositionAccumulator, DecompositionStats
@@ -129,6 +136,29 @@ def test_attention_parts_summary(smollm2_eager: ModelView, smollm2_layer) -> Non
     np.testing.assert_allclose(r1.heatmaps, r.heatmaps, rtol=1e-9)
 
 
+def test_the_papers_context_vector_holds_the_residual(
+    smollm2_eager: ModelView, smollm2_layer
+) -> None:
+    """cvec = ctx + resid (the paper's, default) moves resid out of "rest" into the context
+    parts; pos-pos and the sum of the parts stay the same."""
+    _, hidden, acc = smollm2_layer
+    stats = acc.finalize(3, skip_first=True)
+    paper = split_logits(smollm2_eager, 3, hidden, stats)
+    variant = split_logits(smollm2_eager, 3, hidden, stats, context="ctx")
+    torch.testing.assert_close(paper["pos_pos"], variant["pos_pos"], rtol=0, atol=0)
+    torch.testing.assert_close(sum(paper.values()), sum(variant.values()), rtol=1e-9, atol=1e-9)
+    moved = paper["rest"] - variant["rest"]
+    gained = sum(paper[p] - variant[p] for p in ("pos_ctx", "ctx_pos", "ctx_ctx"))
+    torch.testing.assert_close(gained, -moved, rtol=1e-9, atol=1e-9)
+    a = attention_parts(smollm2_eager, 3, hidden, stats, check=False)
+    b = attention_parts(smollm2_eager, 3, hidden, stats, check=False, context="ctx")
+    rest = PARTS.index("rest")
+    assert a.context == "cvec" and b.to_dict()["context"] == "ctx"
+    assert a.share[:, rest].mean() < b.share[:, rest].mean()
+    with pytest.raises(GeomlensError, match="context must be one of cvec, ctx"):
+        split_logits(smollm2_eager, 3, hidden, stats, context="resid")
+
+
 def rotary_cos_sin(view: ModelView, length: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Hugging Face's own rotary cos/sin for positions 0..length-1, each [1, T, d_head]."""
     x = torch.zeros(1, length, view.d_model, dtype=view.W_E.dtype)
@@ -172,6 +202,28 @@ def test_low_rank_diagonal_fit() -> None:
     assert both[1].residual == alone.residual
 
 
+def test_whole_matrix_fit_matches_the_dense_fit_and_recovers_a_planted_structure() -> None:
+    rng = np.random.default_rng(0)
+    d, m = 60, 12
+    A, B = rng.standard_normal((d, m)), rng.standard_normal((d, m))
+    residual, P, R = fit_low_rank_diagonal_factored(Factored(A, B), iterations=3000, tol=1e-12)
+    dense = fit_low_rank_diagonal(A @ B.T, iterations=3000, tol=1e-12)
+    assert residual == pytest.approx(dense.residual, abs=1e-9)
+    np.testing.assert_allclose(P @ R.T, dense.low_rank, atol=1e-6)
+    # planted: a rank-2 part inside a 10-dim subspace U, plus a diagonal, as factors
+    d = 300
+    U = np.linalg.qr(rng.standard_normal((d, 10)))[0]
+    u, v = U[:, :2] @ rng.standard_normal((2, 2)), U[:, :2] @ rng.standard_normal((2, 2))
+    diagonal = np.diag(0.05 * rng.standard_normal(d))
+    planted = Factored(np.hstack([10 * u, diagonal]), np.hstack([v, np.eye(d)]))
+    fit = whole_qk(planted, U, rank=2, seed=0)
+    assert fit.residual < 1e-4 and fit.in_basis > 1 - 1e-9
+    # a random head of the same shape: most of it is left, and its low-rank part is in U
+    # about as much as any 2 random directions are (k / d = 0.033)
+    assert fit.baseline_residual > 0.9 and fit.baseline_in_basis < 0.15
+    assert share_in(U, U[:, :2], U[:, :2]) == pytest.approx(1.0)
+
+
 def test_qk_basis_real_smollm2(smollm2_eager: ModelView, smollm2_layer) -> None:
     _, _, acc = smollm2_layer
     stats = acc.finalize(3, skip_first=True)
@@ -181,6 +233,11 @@ def test_qk_basis_real_smollm2(smollm2_eager: ModelView, smollm2_layer) -> None:
         assert h.matrix.shape == (10, 10)
         assert 0.0 <= h.fit.residual <= 1.0 and 0.0 < h.baseline_residual <= 1.0
         assert 0.0 < h.share_in_basis <= 1.0
+        assert h.whole is not None and 0.0 < h.whole.residual < h.whole.baseline_residual < 1.0
+        assert 0.0 <= h.whole.in_basis <= 1.0
+    W_Q, W_K = head_qk_factors(smollm2_eager, 3)
+    torch.testing.assert_close(W_Q @ W_K.transpose(1, 2), head_qk(smollm2_eager, 3))
+    assert {"whole_residual", "whole_low_rank_in_basis"} <= set(r.to_dict()["heads"][0])
     rot = qk_positional_basis(smollm2_eager, 3, stats, k=10, heads=[0], rotary_offset=5)
     assert not np.allclose(rot.heads[0].matrix, r.heads[0].matrix)
     assert r.to_dict()["heads"][1]["head"] == 4

@@ -4,8 +4,11 @@ A block's input hidden states decompose as ``h[c,t] = mu + pos[t] + ctx[c] + res
 (Song & Zhong, 2023). The pre-softmax logits of every head,
 ``L[c,h,i,j] = scale * q[c,h,i] . k[c,h,j]``, are bilinear in the normalised input once the
 norm's per-token scale is fixed, so they split exactly into pos-pos, pos-ctx, ctx-pos,
-ctx-ctx and "rest" (every term with mu, resid, a norm bias or a projection bias). The
-parts add up to the model's own logits (checked here in float64). See docs/attention.md.
+ctx-ctx and "rest". By default "ctx" is the paper's context vector cvec[c, t] = ctx[c] +
+resid[c, t] ("cvec includes the residual term already"), so "rest" holds only the terms
+with mu, a norm bias or a projection bias; ``context="ctx"`` (geomlens's variant) keeps
+resid out of the context part and in "rest". The parts add up to the model's own logits
+(checked here in float64). See docs/attention.md.
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ Array = npt.NDArray[np.float64]
 
 PARTS = ("pos_pos", "pos_ctx", "ctx_pos", "ctx_ctx", "rest")
 """Names of the logit parts (query side first, key side second)."""
+
+CONTEXTS = ("cvec", "ctx")
+"""What the context part is: the paper's cvec = ctx + resid (default), or ctx alone."""
 
 BIAS_PART = "pos_bias"
 """The sixth part of models whose attention adds a position bias (T5 buckets, ALiBi): a
@@ -64,6 +70,7 @@ class AttentionParts:
             columns are then not in the variances).
         n_contexts: C; n_positions: T (all positions the model saw).
         heatmap_bin: side of the heatmaps' square bins in positions (1: one pixel a pair).
+        context: "cvec" (the context part holds ctx + resid, the paper's) or "ctx".
     """
 
     layer: int
@@ -80,6 +87,7 @@ class AttentionParts:
     n_contexts: int
     n_positions: int
     heatmap_bin: int = 1
+    context: str = "cvec"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able numbers (heatmaps left out)."""
@@ -99,6 +107,7 @@ class AttentionParts:
             "skip_first": self.skip_first,
             "n_contexts": self.n_contexts,
             "n_positions": self.n_positions,
+            "context": self.context,
         }
 
 
@@ -208,7 +217,8 @@ class _Inputs:
 
     Attributes:
         pos, ctx, other: [B, T, d] float64 normalised parts (they sum to the normalised
-            input; ``other`` holds mu, the residual and the norm bias).
+            input; ``ctx`` holds the residual too when the context is cvec, ``other``
+            holds mu, the norm bias and otherwise the residual).
         real: [B, T, d] float64 the normalised input as the model computes it (the norm
             module in its own dtype): what the exactness check starts from.
     """
@@ -225,8 +235,12 @@ def _split_inputs(
     hidden: torch.Tensor,
     stats: DecompositionStats,
     contexts: Sequence[int] | npt.NDArray[np.integer] | None,
+    context: str = "cvec",
 ) -> _Inputs:
-    """Decompose [B, T, d] block inputs by ``stats`` and pass the parts through the norm."""
+    """Decompose [B, T, d] block inputs by ``stats`` and pass the parts through the norm
+    (``context``: "cvec" puts resid in the context part, "ctx" in the other part)."""
+    if context not in CONTEXTS:
+        raise GeomlensError(f"context must be one of {', '.join(CONTEXTS)} (got {context!r})")
     block = view.blocks[layer]
     _check_supported(view, block)
     if stats.layer != layer:
@@ -246,7 +260,11 @@ def _split_inputs(
     ctx = torch.as_tensor(stats.ctx[idx], dtype=torch.float64, device=dev)[:, None, :]
     resid = h - mu - pos - ctx
     (n_mu, n_pos, n_ctx, n_res), beta = _normalise_parts(block, h, [mu, pos, ctx, resid])
-    other = n_mu + n_res + (0.0 if beta is None else beta)
+    if context == "cvec":  # the paper's context vector: ctx + resid
+        n_ctx, other = n_ctx + n_res, n_mu
+    else:
+        other = n_mu + n_res
+    other = other + (0.0 if beta is None else beta)
     norm = block.attn_input_norm
     with torch.inference_mode():
         raw = hidden.to(dev)
@@ -313,6 +331,7 @@ def split_logits(
     hidden: torch.Tensor,
     stats: DecompositionStats,
     contexts: Sequence[int] | npt.NDArray[np.integer] | None = None,
+    context: str = "cvec",
 ) -> dict[str, torch.Tensor]:
     """The logit parts of every head for a batch of windows, in float64, all at once.
 
@@ -326,6 +345,7 @@ def split_logits(
         stats: the decomposition of hidden-state layer ``layer`` over the same windows.
         contexts: which rows of ``stats.ctx`` the rows of ``hidden`` are (default: all, in
             order).
+        context: "cvec" (the paper's: the context part holds ctx + resid) or "ctx".
 
     Returns:
         part name (``parts_of(block)``) -> [C, H, T, T] float64; the parts sum to
@@ -333,7 +353,7 @@ def split_logits(
         part falls into resid). A position bias is its own part, ``BIAS_PART``.
     """
     block = view.blocks[layer]
-    inputs = _split_inputs(view, layer, hidden, stats, contexts)
+    inputs = _split_inputs(view, layer, hidden, stats, contexts, context)
     q, k = _head_qk(block, inputs, block.heads(), slice(None))
     bias = block.attn.bias(int(hidden.shape[1]))
     if bias is not None:
@@ -529,6 +549,7 @@ def attention_parts(
     batch_size: int = 16,
     check: bool = True,
     block_bytes: int = PART_BLOCK_BYTES,
+    context: str = "cvec",
 ) -> AttentionParts:
     """Split one block's attention logits into position/context parts and summarise them.
 
@@ -546,6 +567,8 @@ def attention_parts(
         batch_size: windows split at once.
         check: compare the sum of the parts with the model's scores (``max_rel_error``).
         block_bytes: budget of one query block's float64 parts [batch, rows, T, P].
+        context: "cvec" (the paper's: the context part holds ctx + resid) or "ctx" (resid
+            goes to "rest").
 
     Returns:
         The per-head shares, heatmaps and the exactness check.
@@ -561,9 +584,10 @@ def attention_parts(
     with torch.inference_mode():
         for start in range(0, C, batch_size):
             sl = slice(start, start + batch_size)
-            inputs = _split_inputs(view, layer, hidden[sl], stats, idx[sl])
+            inputs = _split_inputs(view, layer, hidden[sl], stats, idx[sl], context)
             rows = max(1, block_bytes // (int(inputs.pos.shape[0]) * T * len(names) * 8))
             for head in range(view.n_heads):
                 heat = head == heatmap_head
                 _stream_head(block, inputs, w, head, rows, bias, moments, names, check, heat)
-    return moments.result(layer, names, heatmap_head, stats.skip_first, check, C)
+    result = moments.result(layer, names, heatmap_head, stats.skip_first, check, C)
+    return replace(result, context=context)
