@@ -201,11 +201,18 @@ def test_segments_cover_the_context_and_follow_blocks_and_sentences(smollm2):
     for segment, n_blocks in [
         ("segment_sentences", 2),
         ("segment_each_example", 2),
+        ("segment_each_block", 2),
         ("concat_each_example", 2),
         ("concat_all_examples", 1),
         ("segment_tokens", 2),
     ]:
-        spans = segments_for(smollm2, Scheme(segment=segment), prepared.enc, prepared.prompt.blocks)
+        spans = segments_for(
+            smollm2,
+            Scheme(segment=segment),
+            prepared.enc,
+            prepared.prompt.blocks,
+            prepared.prompt.completions,
+        )
         flat = [s for block in spans for s in block]
         assert len(spans) == n_blocks, segment
         assert flat[0][0] == 0 and flat[-1][1] == n
@@ -241,10 +248,15 @@ def test_word_aggregations_on_planted_vectors():
     torch.testing.assert_close(agg.word_aggregate(x, "mean"), torch.tensor([0.75, -0.5]))
     torch.testing.assert_close(agg.word_aggregate(x, "w1mean"), torch.tensor([0.4, -0.4]))
     torch.testing.assert_close(agg.word_aggregate(x, "last"), torch.tensor([0.0, 2.0]))
-    torch.testing.assert_close(agg.word_aggregate(x, "relu|mean"), torch.tensor([1.0, 1.5]))
-    torch.testing.assert_close(agg.word_aggregate(x, "-relu|mean"), torch.tensor([-0.25, -2.0]))
-    torch.testing.assert_close(agg.word_aggregate(x, "relu+|mean"), torch.tensor([2.0, 3.0]))
-    torch.testing.assert_close(agg.word_aggregate(x, "-relu+|mean"), torch.tensor([-1.0, -4.0]))
+    relu = torch.relu  # a ReLU model's FFN activation (tests/test_concept_schemes.py: GELU)
+    torch.testing.assert_close(agg.word_aggregate(x, "relu|mean", relu), torch.tensor([1.0, 1.5]))
+    torch.testing.assert_close(
+        agg.word_aggregate(x, "-relu|mean", relu), torch.tensor([-0.25, -2.0])
+    )
+    torch.testing.assert_close(agg.word_aggregate(x, "relu+|mean", relu), torch.tensor([1.75, 1.0]))
+    torch.testing.assert_close(
+        agg.word_aggregate(x, "-relu+|mean", relu), torch.tensor([0.5, -2.5])
+    )
     one = torch.tensor([[5.0, -1.0]])
     for scheme in ("mean", "w1mean", "last"):
         torch.testing.assert_close(agg.word_aggregate(one, scheme), one[0])
@@ -292,30 +304,34 @@ def test_bootstrap_interval_contains_the_estimate():
 def test_scheme_parsing_canonical_forms_and_layers():
     s = parse_scheme("TEST=similarity,SEGMENT_SCHEME=segment_sentences,ENCODING_LAYER=middle")
     assert s.test == "similarity" and s.out_layer == "E" and s.similarity == "cos"
-    a = Scheme(segment="segment_each_example", segment_agg="mean").validate()
-    b = Scheme(segment="segment_each_example", segment_agg="none").validate()
+    a = Scheme(segment="segment_each_block", segment_agg="mean").validate()
+    b = Scheme(segment="segment_each_block", segment_agg="none").validate()
     assert a.key == b.key and a.out_layer is None
     assert (
         Scheme(segment="segment_sentences", segment_agg="mean").key
         != Scheme(segment="segment_sentences", segment_agg="none").key
     )
-    assert len(expand([{"segment": "segment_each_example", "segment_agg": ["mean", "none"]}])) == 1
+    assert len(expand([{"segment": "segment_each_block", "segment_agg": ["mean", "none"]}])) == 1
+    assert len(expand([{"segment": "segment_each_example", "segment_agg": ["mean", "none"]}])) == 2
     with pytest.raises(GeomlensError, match="soft_cluster"):
         Scheme(example_agg="soft_cluster").validate()
     with pytest.raises(GeomlensError, match="unknown word_agg 'max'"):
         parse_scheme("word_agg=max")
     with pytest.raises(GeomlensError, match="unknown scheme 'nope'"):
         parse_scheme("nope")
-    assert [resolve_layer(x, 30) for x in ("E", "middle", "0", "12", "-1", "-31")] == [
-        0,
-        15,
-        0,
-        12,
-        30,
-        0,
+    layers = [resolve_layer(x, 30) for x in ("E", "middle", "0", "12", "-1", "-30", "30")]
+    assert [(r.index, r.embedding, r.final_norm) for r in layers] == [
+        (0, True, False),
+        (15, False, False),
+        (0, False, False),
+        (12, False, False),
+        (30, False, False),
+        (1, False, False),
+        (30, False, True),
     ]
-    with pytest.raises(GeomlensError, match="outside"):
-        resolve_layer("31", 30)
+    for bad in ("31", "-31"):
+        with pytest.raises(GeomlensError, match="outside"):
+            resolve_layer(bad, 30)
 
 
 def test_packaged_sweep_grid_reads():

@@ -4,27 +4,54 @@ Token vectors of a segment become one vector by a WORD_AGG scheme; a vector is t
 normalised by a NORM scheme; segment and example vectors are averaged (or kept) by
 SEGMENT_AGG and EXAMPLE_AGG. Every function takes and returns float tensors whose last
 dimension is the model width d.
+
+WORD_AGG values are a pooling (``mean``, ``w1mean``, ``last``), or ``filter|pooling``:
+the paper's filters apply the model's own FFN activation ``act`` (ReLU, GELU, SiLU, ...):
+``relu`` is ``act(x)``, ``relu+`` is ``act(x) + x`` (the original vector added back),
+``-relu`` is ``-act(-x)`` and ``-relu+`` is ``-act(-x) + x``. geomlens's fixed filters,
+whatever the model, are ``max0`` (``max(x, 0)``) and ``min0`` (``min(x, 0)``), pooled by
+``mean`` or by ``active_mean`` (per coordinate, the mean over the tokens where the
+coordinate is positive, resp. negative; 0 where it never is).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
-WORD_AGGS = ("mean", "w1mean", "last", "relu|mean", "relu+|mean", "-relu|mean", "-relu+|mean")
+Activation = Callable[[torch.Tensor], torch.Tensor]
+
+POOLINGS = ("mean", "w1mean", "last")
+ACTIVATION_FILTERS = ("relu", "relu+", "-relu", "-relu+")
+"""The paper's filters: the model's FFN activation (``+``: the original vector added back)."""
+FIXED_FILTERS = ("max0", "min0")
+"""geomlens's filters: the positive (negative) part of each coordinate, whatever the model."""
+WORD_AGGS = (
+    POOLINGS
+    + tuple(f"{f}|{p}" for f in ACTIVATION_FILTERS for p in ("mean", "w1mean"))
+    + tuple(f"{f}|{p}" for f in FIXED_FILTERS for p in ("mean", "active_mean"))
+)
 NORMS = ("none", "L2", "varNorm", "zNorm")
 GROUP_AGGS = ("mean", "none")
 EPS = 1e-12
 
 
+def needs_activation(scheme: str | None) -> bool:
+    """Whether a WORD_AGG value filters through the model's FFN activation."""
+    return scheme is not None and scheme.split("|")[0] in ACTIVATION_FILTERS
+
+
 def word_weights(n: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """The ``w1mean`` weights of N positions: position t (1-based) gets t / N, then sum to 1.
+    """The ``w1mean`` weights of N positions: position t (1-based) weighs t / N.
 
     Args:
         n: number of positions.
         dtype: the weights' dtype.
 
     Returns:
-        [n] weights proportional to 1/N, 2/N, ..., N/N, normalised to sum to 1.
+        [n] the weights 1/N, 2/N, ..., N/N divided by their sum (N + 1) / 2, so that
+        ``weights @ x`` is the mean of the x_t weighted by t/N.
     """
     w = torch.arange(1, n + 1, dtype=dtype) / n
     return w / w.sum()
@@ -36,41 +63,57 @@ def _active_mean(parts: torch.Tensor, active: torch.Tensor) -> torch.Tensor:
     return parts.sum(dim=0) / count.clamp(min=1.0)
 
 
-def word_aggregate(x: torch.Tensor, scheme: str) -> torch.Tensor:
+def _pool(x: torch.Tensor, pooling: str) -> torch.Tensor:
+    if pooling == "mean":
+        return x.mean(dim=0)
+    if pooling == "w1mean":
+        return word_weights(x.shape[0], x.dtype).to(x.device) @ x
+    return x[-1]
+
+
+def apply_filter(x: torch.Tensor, name: str, act: Activation | None = None) -> torch.Tensor:
+    """A WORD_AGG filter of token vectors [N, d] (``act``: the model's FFN activation)."""
+    if name == "max0":
+        return torch.relu(x)
+    if name == "min0":
+        return -torch.relu(-x)
+    if act is None:
+        raise ValueError(f"the filter {name!r} needs the model's FFN activation (act)")
+    sign = -1.0 if name.startswith("-") else 1.0
+    out = sign * act(sign * x)
+    return out + x if name.endswith("+") else out
+
+
+def word_aggregate(x: torch.Tensor, scheme: str, act: Activation | None = None) -> torch.Tensor:
     """Aggregate the token vectors of one segment into one vector.
 
     Args:
         x: [N, d] token vectors in order (N >= 1).
         scheme: one of ``WORD_AGGS``:
             "mean": (1/N) sum_t x_t.
-            "w1mean": sum_t w_t x_t with w_t proportional to t/N (later tokens weigh more).
+            "w1mean": sum_t (t/N) x_t / sum_t (t/N) (later tokens weigh more).
             "last": x_N.
-            "relu|mean": (1/N) sum_t max(x_t, 0) (positive features, averaged over all tokens).
-            "-relu|mean": (1/N) sum_t min(x_t, 0) (negative features, sign kept).
-            "relu+|mean", "-relu+|mean": the same parts averaged per coordinate only over
-                the tokens where that coordinate is positive (negative), i.e. the mean
-                strength of a feature where it is present.
+            "relu|P", "relu+|P", "-relu|P", "-relu+|P" (P: mean or w1mean): the pooling P of
+                act(x_t), act(x_t) + x_t, -act(-x_t), -act(-x_t) + x_t.
+            "max0|mean", "min0|mean": the mean of max(x_t, 0), min(x_t, 0) (any model).
+            "max0|active_mean", "min0|active_mean": the same parts averaged per coordinate
+                only over the tokens where that coordinate is positive (negative).
+        act: the model's FFN activation (needed by the relu filters).
 
     Returns:
         [d] the segment vector.
     """
     if x.ndim != 2 or x.shape[0] == 0:
         raise ValueError(f"word_aggregate needs [N>=1, d] vectors, got {tuple(x.shape)}")
-    if scheme == "mean":
-        return x.mean(dim=0)
-    if scheme == "w1mean":
-        return word_weights(x.shape[0], x.dtype).to(x.device) @ x
-    if scheme == "last":
-        return x[-1]
-    if scheme == "relu|mean":
-        return torch.relu(x).mean(dim=0)
-    if scheme == "-relu|mean":
-        return -torch.relu(-x).mean(dim=0)
-    if scheme == "relu+|mean":
-        return _active_mean(torch.relu(x), x > 0)
-    if scheme == "-relu+|mean":
-        return -_active_mean(torch.relu(-x), x < 0)
-    raise ValueError(f"unknown word aggregation {scheme!r}; use one of {', '.join(WORD_AGGS)}")
+    if scheme not in WORD_AGGS:
+        raise ValueError(f"unknown word aggregation {scheme!r}; use one of {', '.join(WORD_AGGS)}")
+    if "|" not in scheme:
+        return _pool(x, scheme)
+    name, pooling = scheme.split("|")
+    parts = apply_filter(x, name, act)
+    if pooling == "active_mean":
+        return _active_mean(parts, x > 0 if name == "max0" else x < 0)
+    return _pool(parts, pooling)
 
 
 def normalise(v: torch.Tensor, scheme: str) -> torch.Tensor:

@@ -6,8 +6,8 @@ tokenised once, exactly as the baseline tokenises it; segments are runs of those
 the segments of a context always concatenate to the baseline's context tokens.
 
 On an encoder-decoder the vectors come from the encoder stack (its hidden-state layers,
-0 = the encoder's input embedding); the context tokens there end with the tokenizer's
-special tokens (T5's ``</s>``), which join the last segment.
+0 = the input of the encoder's first block); the context tokens there end with the
+tokenizer's special tokens (T5's ``</s>``), which join the last segment.
 """
 
 from __future__ import annotations
@@ -16,12 +16,20 @@ import re
 from collections.abc import Sequence
 
 import torch
+from transformers.activations import ACT2FN
 
 from geomlens.capture.hooks import hidden_states
-from geomlens.concepts.aggregate import group_aggregate, normalise, word_aggregate
+from geomlens.concepts.aggregate import (
+    Activation,
+    group_aggregate,
+    needs_activation,
+    normalise,
+    word_aggregate,
+)
 from geomlens.concepts.baseline import BATCH_TOKENS, Encoded, batches, embed_ids, prefix_token
-from geomlens.concepts.schemes import Scheme
+from geomlens.concepts.schemes import LayerRef, Scheme
 from geomlens.concepts.tasks import FEWSHOT_DELIMITER
+from geomlens.errors import GeomlensError
 from geomlens.models.view import ModelView
 
 Span = tuple[int, int]
@@ -55,10 +63,41 @@ def _anchor(text: str, a: int, b: int) -> int:
     return a
 
 
+def passage_ranges(block: str, completion: str, start: int, end: int) -> list[Span]:
+    """An example block's context passage and completion passage (the completion is the
+    block's tail); one range when there is no completion (the query) or it is unknown."""
+    if not completion or not block.endswith(completion) or len(completion) >= len(block):
+        return [(start, end)]
+    cut = start + len(block) - len(completion)
+    return [(start, cut), (cut, end)]
+
+
+def _pieces(
+    text: str, blocks: Sequence[str], mode: str, completions: Sequence[str]
+) -> list[tuple[int, int]]:
+    """(block, character start) of every segment: per block, sentence or passage."""
+    pieces: list[tuple[int, int]] = []
+    for k, (s, e) in enumerate(block_ranges(blocks, len(text))):
+        if mode == "sentence":
+            ranges = sentence_ranges(text, s, e)
+        elif mode == "passage":
+            done = completions[k] if k < len(completions) else ""
+            ranges = passage_ranges(blocks[k], done, s, e)
+        else:
+            ranges = [(s, e)]
+        pieces.extend((k, a) for a, _ in ranges)
+    return pieces
+
+
 def token_segments(
-    view: ModelView, enc: Encoded, blocks: Sequence[str], by_sentence: bool
+    view: ModelView,
+    enc: Encoded,
+    blocks: Sequence[str],
+    mode: str = "block",
+    completions: Sequence[str] = (),
 ) -> list[list[Span]]:
-    """Token spans per block: one span per block, or one per sentence of each block."""
+    """Token spans per block: one span per block ("block"), one per sentence of each block
+    ("sentence"), or an example's context and completion passages ("passage")."""
     text = enc.context_text
     n = len(enc.context)
     special = view.is_seq2seq  # an encoder-decoder's context keeps its special tokens
@@ -70,11 +109,7 @@ def token_segments(
         offsets, ids = [], []
     if not text or ids != list(enc.context) or len(offsets) != n:
         return [[(0, n)]]  # no offsets (or an empty context): one block, one segment
-    char_blocks = block_ranges(blocks, len(text))
-    pieces: list[tuple[int, int]] = []  # (block, char start) of each segment
-    for k, (s, e) in enumerate(char_blocks):
-        ranges = sentence_ranges(text, s, e) if by_sentence else [(s, e)]
-        pieces.extend((k, a) for a, _ in ranges)
+    pieces = _pieces(text, blocks, mode, completions)  # (block, char start) per segment
     starts = [a for _, a in pieces]
     seg_of: list[int] = []
     for a, b in offsets:
@@ -83,7 +118,7 @@ def token_segments(
         while seg + 1 < len(starts) and starts[seg + 1] <= p:
             seg += 1
         seg_of.append(max(seg, seg_of[-1] if seg_of else 0))
-    result: list[list[Span]] = [[] for _ in char_blocks]
+    result: list[list[Span]] = [[] for _ in blocks]
     t = 0
     while t < n:
         u = t
@@ -95,28 +130,63 @@ def token_segments(
 
 
 def segments_for(
-    view: ModelView, scheme: Scheme, enc: Encoded, blocks: Sequence[str]
+    view: ModelView,
+    scheme: Scheme,
+    enc: Encoded,
+    blocks: Sequence[str],
+    completions: Sequence[str] = (),
 ) -> list[list[Span]]:
-    """Token spans per block for the scheme's segmentation."""
+    """Token spans per block for the scheme's segmentation.
+
+    ``completions``: each block's completion passage (``Prompt.completions``), which
+    ``segment_each_example`` cuts off; without it every block is one passage.
+    """
     if scheme.segment == "concat_all_examples":
         return [[(0, len(enc.context))]]
     if scheme.segment in ("segment_tokens", "concat_tokens"):
-        spans = token_segments(view, enc, blocks, by_sentence=False)
+        spans = token_segments(view, enc, blocks)
         return [[(t, t + 1) for a, b in block for t in range(a, b)] for block in spans]
-    return token_segments(view, enc, blocks, by_sentence=scheme.segment == "segment_sentences")
+    mode = {"segment_sentences": "sentence", "segment_each_example": "passage"}
+    return token_segments(view, enc, blocks, mode.get(scheme.segment, "block"), completions)
+
+
+def model_activation(view: ModelView) -> Activation:
+    """The model's own FFN activation (ReLU, GELU, SiLU, ...), as its MLP view names it.
+
+    Gated MLPs apply it to the gate; a T5 stack's is its ``dense_act_fn``.
+    """
+    names = {block.mlp().activation for block in view.blocks}
+    if len(names) != 1:
+        raise GeomlensError(
+            f"{view.name}'s blocks use different FFN activations ({', '.join(sorted(names))}); "
+            "a relu filter needs one."
+        )
+    return ACT2FN[names.pop()]
+
+
+def scheme_activation(view: ModelView, scheme: Scheme) -> Activation | None:
+    """The model's FFN activation when the scheme's WORD_AGG (or OUT_WORD_AGG) needs it."""
+    if needs_activation(scheme.word_agg) or needs_activation(scheme.out_word_agg):
+        return model_activation(view)
+    return None
 
 
 def layer_vectors(
-    view: ModelView, seqs: Sequence[Sequence[int]], layer: int, batch_tokens: int = BATCH_TOKENS
+    view: ModelView,
+    seqs: Sequence[Sequence[int]],
+    layer: LayerRef,
+    batch_tokens: int = BATCH_TOKENS,
 ) -> list[torch.Tensor]:
-    """Hidden vectors [n_i, d] of each token sequence encoded on its own at ``layer``.
+    """Vectors [n_i, d] of each token sequence encoded on its own at ``layer``.
 
-    Layer 0 is the model's input embedding of the tokens; layer l >= 1 is block l's
-    output (no final norm). Sequences are right-padded in length-sorted batches (the
-    model is causal, so padding after a sequence does not change its vectors; an
-    encoder-decoder's encoder is not causal, so it gets an attention mask).
+    ``E`` is the model's input embedding of the tokens; hidden-state layer 0 is the input
+    of the first block (with learned absolute positions added); layer l >= 1 is block l's
+    output; at the top (``final_norm``) the final norm is applied (the encoder's on an
+    encoder-decoder). Sequences are right-padded in length-sorted batches (the model is
+    causal, so padding after a sequence does not change its vectors; an encoder-decoder's
+    encoder is not causal, so it gets an attention mask).
     """
-    if layer == 0:
+    if layer.embedding:
         return [embed_ids(view, torch.tensor(list(s), dtype=torch.long)) for s in seqs]
     out: list[torch.Tensor] = [torch.empty(0)] * len(seqs)
     pad = prefix_token(view)
@@ -127,16 +197,27 @@ def layer_vectors(
         for r, i in enumerate(group):
             ids[r, : len(seqs[i])] = torch.tensor(list(seqs[i]), dtype=torch.long)
             mask[r, : len(seqs[i])] = 1
-        h = hidden_states(view, ids, [layer], mask if view.is_seq2seq else None)[layer]
+        h = hidden_states(view, ids, [layer.index], mask if view.is_seq2seq else None)[layer.index]
+        if layer.final_norm:
+            h = _top(view, h)
         for r, i in enumerate(group):
             out[i] = h[r, : len(seqs[i])]
     return out
 
 
+def _top(view: ModelView, h: torch.Tensor) -> torch.Tensor:
+    """The last block's output through the stack's final norm (the top of the stack)."""
+    norm = view.readout_norm
+    if norm is None:
+        raise GeomlensError(f"{view.name} has no final norm to read the top of its stack.")
+    with torch.inference_mode():
+        return norm(h.to(view.W_E.dtype))
+
+
 def segment_token_vectors(
     view: ModelView,
     scheme: Scheme,
-    layer: int,
+    layer: LayerRef,
     encoded: Sequence[Encoded],
     spans: Sequence[list[list[Span]]],
     batch_tokens: int = BATCH_TOKENS,
@@ -156,8 +237,13 @@ def segment_token_vectors(
     return [[[next(vecs) for _ in block] for block in item_spans] for item_spans in spans]
 
 
-def aggregate_context(scheme: Scheme, token_vecs: list[list[torch.Tensor]]) -> torch.Tensor:
+def aggregate_context(
+    scheme: Scheme, token_vecs: list[list[torch.Tensor]], act: Activation | None = None
+) -> torch.Tensor:
     """WORD_AGG and NORM per segment, SEGMENT_AGG per block, EXAMPLE_AGG over blocks.
+
+    ``act``: the model's FFN activation, for the relu filters (``scheme_activation``).
+    SEGMENT_AGG "merge_all_segments" averages the segment vectors of every block into one.
 
     Returns:
         [M, d] the vectors kept (M = 1 when everything is averaged). With EXAMPLE_AGG
@@ -166,10 +252,12 @@ def aggregate_context(scheme: Scheme, token_vecs: list[list[torch.Tensor]]) -> t
     per_block = []
     for block in token_vecs:
         segs = torch.stack(
-            [normalise(word_aggregate(x, scheme.word_agg), scheme.norm) for x in block]
+            [normalise(word_aggregate(x, scheme.word_agg, act), scheme.norm) for x in block]
         )
-        per_block.append(group_aggregate(segs, scheme.segment_agg))
-    kept = torch.cat(per_block)
+        per_block.append(segs)
+    if scheme.segment_agg == "merge_all_segments":
+        return torch.cat(per_block).mean(dim=0, keepdim=True)
+    kept = torch.cat([group_aggregate(segs, scheme.segment_agg) for segs in per_block])
     if scheme.example_agg == "mean":
         return kept.mean(dim=0, keepdim=True)
     return kept

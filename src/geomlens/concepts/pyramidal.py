@@ -29,7 +29,12 @@ from geomlens.concepts.baseline import (
     choice_scores,
     score_rows,
 )
-from geomlens.concepts.encode import aggregate_context, segment_token_vectors, segments_for
+from geomlens.concepts.encode import (
+    aggregate_context,
+    scheme_activation,
+    segment_token_vectors,
+    segments_for,
+)
 from geomlens.concepts.schemes import Scheme, resolve_layer
 from geomlens.errors import GeomlensError
 from geomlens.models.view import ModelView
@@ -69,15 +74,18 @@ def pyramidal_scores(
     check_feed(view, feed)
     scheme = scheme.validate()
     layer = resolve_layer(scheme.layer, view.n_layers)
+    act = scheme_activation(view, scheme)
     out: list[ChoiceScores] = []
     for start in range(0, len(prepared), CHUNK):
         chunk = prepared[start : start + CHUNK]
-        spans = [segments_for(view, scheme, p.enc, p.prompt.blocks) for p in chunk]
+        spans = [
+            segments_for(view, scheme, p.enc, p.prompt.blocks, p.prompt.completions) for p in chunk
+        ]
         vecs = segment_token_vectors(
             view, scheme, layer, [p.enc for p in chunk], spans, batch_tokens
         )
         rows = [
-            context_row(view, aggregate_context(scheme, v), p, feed)
+            context_row(view, aggregate_context(scheme, v, act), p, feed)
             for p, v in zip(chunk, vecs, strict=True)
         ]
         ll = score_rows(view, rows, batch_tokens=batch_tokens)

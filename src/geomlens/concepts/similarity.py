@@ -22,6 +22,7 @@ from geomlens.concepts.baseline import BATCH_TOKENS, Prepared
 from geomlens.concepts.encode import (
     aggregate_context,
     layer_vectors,
+    scheme_activation,
     segment_token_vectors,
     segments_for,
 )
@@ -65,22 +66,24 @@ def similarity_scores(
     scheme = scheme.validate()
     layer = resolve_layer(scheme.layer, view.n_layers)
     out_layer = resolve_layer(scheme.out_layer or "E", view.n_layers)
+    act = scheme_activation(view, scheme)
+    out_agg = scheme.out_word_agg or "mean"
     out: list[tuple[float, ...]] = []
     for start in range(0, len(prepared), CHUNK):
         chunk = prepared[start : start + CHUNK]
-        spans = [segments_for(view, scheme, p.enc, p.prompt.blocks) for p in chunk]
+        spans = [
+            segments_for(view, scheme, p.enc, p.prompt.blocks, p.prompt.completions) for p in chunk
+        ]
         vecs = segment_token_vectors(
             view, scheme, layer, [p.enc for p in chunk], spans, batch_tokens
         )
         conts = [c for p in chunk for c in p.enc.continuations]
         cvecs = iter(layer_vectors(view, conts, out_layer, batch_tokens))
         for p, v in zip(chunk, vecs, strict=True):
-            ctx = aggregate_context(scheme, v)
+            ctx = aggregate_context(scheme, v, act)
             choice = torch.stack(
                 [
-                    normalise(
-                        word_aggregate(next(cvecs), scheme.out_word_agg or "mean"), scheme.norm
-                    )
+                    normalise(word_aggregate(next(cvecs), out_agg, act), scheme.norm)
                     for _ in p.enc.continuations
                 ]
             )

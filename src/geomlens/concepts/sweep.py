@@ -19,7 +19,7 @@ import numpy as np
 
 from geomlens.concepts.baseline import BATCH_TOKENS, ChoiceScores, Prepared
 from geomlens.concepts.pyramidal import pyramidal_scores
-from geomlens.concepts.schemes import Scheme, scheme_from_dict
+from geomlens.concepts.schemes import Scheme, resolve_layer, scheme_from_dict
 from geomlens.concepts.scores import rnd, summary
 from geomlens.concepts.similarity import similarity_scores
 from geomlens.errors import GeomlensError
@@ -149,6 +149,10 @@ def run_schemes(
 
     ``identity`` must name ``feed`` wherever it matters, so that caches never mix feeds.
     """
+    for scheme in schemes:  # every layer must exist on this model before any cache is read
+        for spec in (scheme.layer, scheme.out_layer):
+            if spec is not None:
+                resolve_layer(spec, view.n_layers)
     results, computed = [], 0
     (folder / "schemes").mkdir(parents=True, exist_ok=True)
     for i, scheme in enumerate(schemes):

@@ -326,10 +326,14 @@ class Prompt:
     Attributes:
         blocks: the K example texts (query + gold answer each), then the item's query.
         shots: indices of the example items (in the task).
+        completions: per block, its completion passage (the tail of the block: an
+            example's gold continuation as it is scored; "" for the query), or () when
+            unknown (contexts handed over as text, as lm-eval does).
     """
 
     blocks: tuple[str, ...]
     shots: tuple[int, ...]
+    completions: tuple[str, ...] = ()
 
     @property
     def text(self) -> str:
@@ -353,10 +357,16 @@ def solved(item: Item) -> str:
     return context + continuation
 
 
+def completion(item: Item) -> str:
+    """An example's completion passage: the tail of ``solved(item)`` after its context."""
+    return split_answer(item.query, item.choices[item.gold])[1]
+
+
 def build_prompt(task: Task, item: Item, shots: int, seed: int) -> Prompt:
     """The K-shot prompt of ``item`` (K = 0: the query alone)."""
     if shots < 0:
         raise GeomlensError(f"--shots must be 0 or more (got {shots}).")
     picks = fewshot_indices(len(task.items), item.index, shots, seed)
     blocks = tuple(solved(task.items[i]) for i in picks) + (item.query,)
-    return Prompt(blocks, picks)
+    completions = tuple(completion(task.items[i]) for i in picks) + ("",)
+    return Prompt(blocks, picks, completions)
