@@ -90,6 +90,34 @@ def test_carries_happen_only_when_asked():
     assert D.add_digits(a, b)[1].max() == 0
 
 
+def _digit_length(rows: np.ndarray) -> np.ndarray:
+    """Digits of each number, leading zeros not counted (0 has one digit)."""
+    nonzero = rows != 0
+    return np.where(nonzero.any(1), rows.shape[1] - nonzero.argmax(1), 1)
+
+
+@pytest.mark.parametrize("carry", [True, False])
+def test_unequal_operands_pair_an_n_digit_number_with_a_shorter_one(carry: bool) -> None:
+    n, count = 6, 4000
+    a, b = D.random_operands(np.random.default_rng(5), n, count, carry=carry, unequal=True)
+    la, lb = _digit_length(a), _digit_length(b)
+    assert (np.maximum(la, lb) == n).all()  # the longer operand keeps n digits
+    shorter = np.minimum(la, lb)
+    # m uniform over 1..n: every length drawn, each about count / n times (no-carry pairs
+    # lose a few leading digits where the other operand's digit is 9)
+    counts = np.bincount(shorter, minlength=n + 1)[1:]
+    assert counts.min() > 0.6 * count / n and counts.max() < 1.4 * count / n
+    assert 0.4 < (la < lb).mean() / max((lb < la).mean(), 1e-9) < 2.5  # a or b at random
+    if not carry:
+        assert D.add_digits(a, b)[1].max() == 0
+    p = D.make_problems(np.random.default_rng(5), n, 50, carry=carry, unequal=True)
+    a_int = D.digits_to_int(p.tokens[:, :n])
+    b_int = D.digits_to_int(p.tokens[:, n + 1 : 2 * n + 1])
+    total = D.digits_to_int(D.answer_digits(p.answers, p.reverse))
+    assert total == [x + y for x, y in zip(a_int, b_int, strict=True)]
+    assert p.tokens.shape == (50, D.sequence_length(n))
+
+
 def test_reversal_round_trips():
     p = D.make_problems(np.random.default_rng(2), 4, 50, reverse=True)
     q = D.make_problems(np.random.default_rng(2), 4, 50, reverse=False)

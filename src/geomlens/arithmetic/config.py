@@ -31,6 +31,9 @@ class ArithmeticConfig:
         train_digits, test_digits: inclusive operand-length ranges (lo, hi).
         reverse_output: answers written least significant digit first.
         carry: False draws only sums without any carry (column sums at most 9).
+        unequal_operands: training problems pair an n-digit operand with one of m digits,
+            m uniform in 1..n, zero-padded (as the original study draws them); evaluation
+            and geometry problems keep both operands n digits long.
         layers, heads, d_model: decoder size.
         steps: optimizer steps; batch_size: problems per step.
         lr: peak AdamW learning rate (linear warm-up over ``warmup`` steps, then cosine
@@ -52,6 +55,7 @@ class ArithmeticConfig:
     test_digits: tuple[int, int] = (1, 15)
     reverse_output: bool = True
     carry: bool = True
+    unequal_operands: bool = True
     layers: int = 8
     heads: int = 8
     d_model: int = 512

@@ -9,6 +9,10 @@ zero-padded on the left, so every sequence of length n has 3n + 3 tokens::
 With ``reverse=True`` the answer is written least significant digit first (``s_n .. s_0``);
 the operands never are. With ``carry=False`` only pairs whose column sums are all at
 most 9 are drawn (no carry anywhere); with ``carry=True`` every digit is uniform.
+
+With ``unequal=True`` (training data, as in the original study) the operands differ in
+length: one of the two, chosen at random, has m digits with m uniform in 1..n, written with
+n - m leading zeros so every problem of length n keeps the same 3n + 3 token layout.
 """
 
 from __future__ import annotations
@@ -66,7 +70,7 @@ class CharTokenizer:
 
 
 def random_operands(
-    rng: np.random.Generator, n: int, count: int, carry: bool = True
+    rng: np.random.Generator, n: int, count: int, carry: bool = True, unequal: bool = False
 ) -> tuple[IntArray, IntArray]:
     """Two operands of n digits each, as digit arrays, most significant first.
 
@@ -75,9 +79,11 @@ def random_operands(
         n: digits per operand (at least 1).
         count: number of problems.
         carry: if False, every column's digit sum is at most 9 (no carries at all).
+        unequal: one operand of each pair is m digits long, m uniform in 1..n (``shorten``).
 
     Returns:
-        (a, b), each [count, n] digits; the leading digit is nonzero when n > 1.
+        (a, b), each [count, n] digits; the leading digit is nonzero when n > 1 (that of
+        the longer operand with ``unequal``).
     """
     if n < 1 or count < 0:
         raise ValueError(f"need n >= 1 and count >= 0 (got n={n}, count={count})")
@@ -95,7 +101,30 @@ def random_operands(
             # Both leading digits in 1..8 with a sum of at most 9.
             a[:, 0] = rng.integers(1, 9, size=count)
             b[:, 0] = 1 + np.floor(rng.random(count) * (9 - a[:, 0])).astype(np.int64)
-    return a.astype(np.int64), b.astype(np.int64)
+    a, b = a.astype(np.int64), b.astype(np.int64)
+    if unequal and n > 1:
+        shorten(rng, a, b, carry)
+    return a, b
+
+
+def shorten(rng: np.random.Generator, a: IntArray, b: IntArray, carry: bool) -> None:
+    """Make one operand of each pair (a or b at random) m digits long, m uniform in 1..n,
+    in place: its n - m leading digits become 0 and its new leading digit is nonzero (with
+    ``carry=False`` only where the other operand's digit leaves room, at most 8)."""
+    count, n = a.shape
+    m = rng.integers(1, n + 1, size=count)
+    a_short: npt.NDArray[np.bool_] = np.asarray(rng.random(count) < 0.5)
+    short, other = np.where(a_short[:, None], a, b), np.where(a_short[:, None], b, a)
+    short[np.arange(n)[None, :] < (n - m)[:, None]] = 0
+    rows = np.flatnonzero(m > 1)
+    col = n - m[rows]
+    if carry:
+        short[rows, col] = rng.integers(1, 10, size=len(rows))
+    else:
+        room = 9 - other[rows, col]
+        lead = 1 + np.floor(rng.random(len(rows)) * np.maximum(room, 1)).astype(np.int64)
+        short[rows, col] = np.where(room >= 1, lead, 0)
+    a[a_short], b[~a_short] = short[a_short], short[~a_short]
 
 
 def add_digits(a: IntArray, b: IntArray) -> tuple[IntArray, IntArray]:
@@ -157,10 +186,16 @@ def answer_digits(answers: IntArray, reverse: bool) -> IntArray:
 
 
 def make_problems(
-    rng: np.random.Generator, n: int, count: int, *, reverse: bool = True, carry: bool = True
+    rng: np.random.Generator,
+    n: int,
+    count: int,
+    *,
+    reverse: bool = True,
+    carry: bool = True,
+    unequal: bool = False,
 ) -> Problems:
     """``count`` random problems with n-digit operands, as full token sequences."""
-    a, b = random_operands(rng, n, count, carry)
+    a, b = random_operands(rng, n, count, carry, unequal)
     total, _ = add_digits(a, b)
     answer = total[:, ::-1] if reverse else total
     plus = np.full((count, 1), PLUS, dtype=np.int64)
@@ -197,10 +232,11 @@ def train_batch(
     *,
     reverse: bool = True,
     carry: bool = True,
+    unequal: bool = False,
 ) -> TrainBatch:
     """One training batch with problems spread evenly over ``lengths``."""
     parts = [
-        make_problems(rng, n, c, reverse=reverse, carry=carry)
+        make_problems(rng, n, c, reverse=reverse, carry=carry, unequal=unequal)
         for n, c in split_lengths(lengths, size)
         if c
     ]
@@ -239,12 +275,13 @@ class Dataset:
         *,
         reverse: bool = True,
         carry: bool = True,
+        unequal: bool = False,
     ) -> None:
         rng = np.random.default_rng([seed, 11])
         self.parts = []
         for n, c in split_lengths(lengths, size):
             if c:
-                p = make_problems(rng, n, c, reverse=reverse, carry=carry)
+                p = make_problems(rng, n, c, reverse=reverse, carry=carry, unequal=unequal)
                 # one byte per token: a million sums of 10 digits take 33 MB, not 264 MB
                 self.parts.append(Problems(n=n, tokens=p.tokens.astype(np.uint8), reverse=reverse))
         self.size = sum(len(p.tokens) for p in self.parts)

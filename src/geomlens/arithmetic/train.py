@@ -126,6 +126,7 @@ class BatchSource:
                 config.train_samples,
                 reverse=config.reverse_output,
                 carry=config.carry,
+                unequal=config.unequal_operands,
             )
             if config.train_samples
             else None
@@ -138,7 +139,12 @@ class BatchSource:
         else:
             rng = np.random.default_rng([c.seed, TRAIN_STREAM, step])
             batch = train_batch(
-                rng, c.train_lengths, c.batch_size, reverse=c.reverse_output, carry=c.carry
+                rng,
+                c.train_lengths,
+                c.batch_size,
+                reverse=c.reverse_output,
+                carry=c.carry,
+                unequal=c.unequal_operands,
             )
         positions = None
         if self.randomise:
