@@ -180,3 +180,43 @@ def test_t5_bias_tables_are_scored_themselves_per_stack() -> None:
     ].verdict == ("not measured: short")
     # a model without a bias table gets no table claims
     assert not [i for i in by_id({"walk": WALK}) if "table" in i]
+
+
+def test_position_claims_carry_the_intervals_over_contexts() -> None:
+    row = {
+        "skip_first": True,
+        "pos_explained": 0.55,
+        "pos_rank": 4,
+        "pos_low_freq": 0.8,
+        "pos_smoothness": 0.1,
+        "coherence_max": 0.3,
+        "coherence_random_max": 0.2,
+        "incoherence_mean": 0.1,
+        "incoherence_random": 0.1,
+    }
+    intervals = {
+        "method": "delete-half jackknife",
+        "n_draws": 30,
+        "groups": 16,
+        "not_resampled": {"incoherence_mean": "the principal-angle variant"},
+        "medians": {
+            "pos_explained": [0.45, 0.65],
+            "pos_low_freq": [0.7, 0.9],
+            "coherence_max": [0.28, 0.32],
+        },
+    }
+    metrics = {
+        "decomposition": {
+            "skip_first": False,
+            "other_view": {"skip_first": True, "layers": [row], "intervals": intervals},
+        }
+    }
+    found = by_id(metrics)
+    assert found["song.pos_low_rank"].verdict == "inconclusive"  # [0.45, 0.65] holds 0.5
+    assert (found["song.pos_low_rank"].low, found["song.pos_low_rank"].high) == (0.45, 0.65)
+    assert found["song.pos_low_frequency"].verdict == "reproduced"
+    assert "0.80 [0.70, 0.90]" in found["song.pos_low_frequency"].value
+    mu = found["song.incoherence"]  # 0.3 / 0.2 = 1.5, interval [1.4, 1.6]: above 1.25
+    assert mu.verdict == "not reproduced" and mu.low == pytest.approx(1.4)
+    assert found["song.incoherence_subspaces"].interval == "none: the principal-angle variant"
+    assert "16 groups" in found["song.pos_low_rank"].interval

@@ -23,6 +23,7 @@ from geomlens.engines.shards import ShardResult, capture_shard, plan_shards
 from geomlens.errors import GeomlensError
 from geomlens.io.runfolder import RunFolder, open_run
 from geomlens.stats import CapturedBatch, DecompositionAccumulator
+from geomlens.stats.decomposition import interval_groups
 
 #: float64 sums merged in another order: the documented tolerance (relative)
 RTOL = 1e-9
@@ -179,7 +180,8 @@ def test_killed_worker_is_retried_and_every_shard_counts_once(
     folder = RunFolder(tmp_path / "run")
     folder.path.mkdir()
     layers = list(range(view.n_layers + 1))
-    first = DecompositionAccumulator(layers, 8, 32, view.d_model, True)
+    groups = interval_groups(len(layers), 8, 32, view.d_model)  # as the capture keeps them
+    first = DecompositionAccumulator(layers, 8, 32, view.d_model, True, groups=groups)
     ids = torch.tensor(windows.input_ids)
     first.update(CapturedBatch(hidden_states(view, ids[:1], layers), torch.arange(1)))
     folder.save_checkpoint(first.state_dict(), 1)  # as a local run interrupted after batch 1

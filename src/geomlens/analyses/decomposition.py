@@ -161,7 +161,10 @@ def _top_eigenvalue(m: Array) -> float:
 
 
 def analyse_layer(
-    stats: DecompositionStats, labels: Labels | None = None, seed: int = 0
+    stats: DecompositionStats,
+    labels: Labels | None = None,
+    seed: int = 0,
+    subspaces: bool = True,
 ) -> LayerDecomposition:
     """All position/context numbers of one layer.
 
@@ -169,6 +172,8 @@ def analyse_layer(
         stats: one layer's decomposition statistics.
         labels: [C] one document label per context (ints or strings), or None.
         seed: seed of the random incoherence baseline and of k-means.
+        subspaces: compute the principal-angle incoherence (its random baseline takes
+            most of this function's time); when False its fields are nan (resamples).
 
     Returns:
         The layer's results; deterministic for a given seed.
@@ -183,7 +188,11 @@ def analyse_layer(
     rank = spectra.screenot_rank(pos, svals=svals)
     rank95 = spectra.energy_rank(svals, 0.95)
     gram = spectra.gram_matrix(pos)
-    inc = incoherence.incoherence(pos, ctx, rank95, seed=seed, pos_svd=(svals, vt))
+    inc = (
+        incoherence.incoherence(pos, ctx, rank95, seed=seed, pos_svd=(svals, vt))
+        if subspaces
+        else incoherence.NOT_COMPUTED
+    )
     coherence = incoherence.vector_coherence(pos, ctx, seed)
 
     clusters = None if labels is None else context_clusters.context_clusters(ctx, labels, seed)

@@ -36,6 +36,10 @@ class Incoherence:
     random_mean_cos: float
 
 
+NOT_COMPUTED = Incoherence(k=0, max_cos=math.nan, mean_cos=math.nan, random_mean_cos=math.nan)
+"""The principal-angle incoherence when it is not computed (resampled decompositions)."""
+
+
 def numerical_rank(svals: Array, shape: tuple[int, ...]) -> int:
     """Rank as numpy counts it: singular values above ``s_1 * max(shape) * eps``.
 

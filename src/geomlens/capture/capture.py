@@ -20,6 +20,7 @@ from geomlens.io.progress import token_bar
 from geomlens.models.loading import resolve_dtype
 from geomlens.models.view import ModelView
 from geomlens.stats import CapturedBatch, DecompositionAccumulator, NonFiniteError
+from geomlens.stats.decomposition import interval_groups
 
 if TYPE_CHECKING:
     from geomlens.io.runfolder import RunFolder
@@ -179,7 +180,13 @@ def capture_windows(
     layers = resolve_layers(view, config.layers)
     n_c, n_t, b = windows.n_contexts, windows.length, config.batch_size
     acc = DecompositionAccumulator(
-        layers, n_c, n_t, view.d_model, config.second_moment, device=view.device
+        layers,
+        n_c,
+        n_t,
+        view.d_model,
+        config.second_moment,
+        device=view.device,
+        groups=interval_groups(len(layers), n_c, n_t, view.d_model),
     )
     start = folder.resume_into(acc, b)
     n_batches = math.ceil(n_c / b)

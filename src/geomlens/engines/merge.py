@@ -23,9 +23,9 @@ from geomlens.stats import DecompositionAccumulator
 T = TypeVar("T")
 
 #: state entries indexed by context, and the axis of that index
-PER_CONTEXT = {"ctx_sum": 1, "first": 1, "seen": 0}
-#: state entries summed over contexts
-SUMMED = ("pos_sum", "sumsq", "second")
+PER_CONTEXT = {"ctx_sum": 1, "first": 1, "seen": 0, "ctx_sumsq": 1}
+#: state entries summed over contexts (a shard's interval groups are the run's)
+SUMMED = ("pos_sum", "sumsq", "second", "group_pos_sum")
 
 
 def tree_reduce(items: Sequence[T], combine: Callable[[T, T], T]) -> T:
@@ -84,7 +84,7 @@ def merge_shards(
         for k in keys:
             state[k] = state[k] + sums[k]
         for result, shard in zip(ordered, shards, strict=True):
-            for k, axis in PER_CONTEXT.items():
+            for k, axis in ((k, a) for k, a in PER_CONTEXT.items() if k in state):
                 state[k].narrow(axis, shard.rows.start, len(shard.rows)).add_(result.state[k])
     acc = DecompositionAccumulator.from_state_dict(state)
     seen = acc.seen

@@ -41,6 +41,7 @@ from geomlens.errors import GeomlensError
 from geomlens.io.progress import token_bar
 from geomlens.models.loading import resolve_dtype
 from geomlens.stats import DecompositionAccumulator
+from geomlens.stats.decomposition import interval_groups
 
 if TYPE_CHECKING:
     from geomlens.corpus import Windows
@@ -68,7 +69,7 @@ class ShardWorker:
 
     Args:
         spec: model, device, dtype, trust_remote_code, threads, layers, n_contexts,
-            batch_size, second_moment and activations (a folder or URL, or None).
+            batch_size, second_moment, groups and activations (a folder or URL, or None).
     """
 
     def __init__(self, spec: dict[str, Any]) -> None:
@@ -112,6 +113,7 @@ class ShardWorker:
                 second_moment=bool(spec["second_moment"]),
                 activations=spec["activations"],
                 store_dtype=self.store_dtype,
+                groups=int(spec.get("groups", 0)),
             )
             blob = state_to_bytes(state)
             finished = time.time()
@@ -237,7 +239,10 @@ def capture_ray(
     t0 = time.perf_counter()
     layers = resolve_layers(view, config.layers)
     n_c, n_t, b = windows.n_contexts, windows.length, config.batch_size
-    base = DecompositionAccumulator(layers, n_c, n_t, view.d_model, config.second_moment)
+    groups = interval_groups(len(layers), n_c, n_t, view.d_model)
+    base = DecompositionAccumulator(
+        layers, n_c, n_t, view.d_model, config.second_moment, groups=groups
+    )
     start = folder.resume_into(base, b)
     cuda = config.device.startswith("cuda")
     with connected(engine) as ray, quiet_ray_data():
@@ -253,6 +258,7 @@ def capture_ray(
             "n_contexts": n_c,
             "batch_size": b,
             "second_moment": config.second_moment,
+            "groups": groups,
             "activations": engine.activations_location(folder) if config.save_activations else None,
         }
         results = run_shards(

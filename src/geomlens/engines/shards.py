@@ -85,19 +85,29 @@ def capture_shard(
     second_moment: bool,
     activations: str | None = None,
     store_dtype: torch.dtype = torch.float32,
+    groups: int = 0,
 ) -> dict[str, torch.Tensor]:
     """Run one shard's batches and return its accumulator state (on the host).
 
     Args:
         input_ids: [len(shard.rows), T] the shard's windows; labels: [len(shard.rows)].
         activations: a folder or fsspec URL to write each batch's activation shard to.
+        groups: the run's interval groups (its contexts' groups follow their global rows).
 
     The accumulator lives on the model's device; its state is copied to the host once,
     at the end of the shard.
     """
     n_rows, length = input_ids.shape
     acc = DecompositionAccumulator(
-        layers, n_rows, length, view.d_model, second_moment, device=view.device
+        layers,
+        n_rows,
+        length,
+        view.d_model,
+        second_moment,
+        device=view.device,
+        groups=groups,
+        context_offset=shard.rows.start,
+        total_contexts=n_contexts,
     )
     for batch in shard.batches:
         lo, hi = batch * batch_size, min(n_contexts, (batch + 1) * batch_size)

@@ -368,14 +368,21 @@ class RunFolder:
         return save_atomic(state, folder / f"{name}.safetensors")
 
     def load_stats(
-        self, name: str, spec: dict[str, tuple[tuple[int, ...], torch.dtype]], layers: list[int]
+        self,
+        name: str,
+        spec: dict[str, tuple[tuple[int, ...], torch.dtype]],
+        layers: list[int],
+        optional: tuple[str, ...] = (),
     ) -> dict[str, torch.Tensor] | None:
-        """Finished statistics that fit ``spec`` and cover every context once (None: absent)."""
+        """Finished statistics that fit ``spec`` and cover every context once (None: absent).
+
+        Entries named in ``optional`` may be missing (a run saved before they existed)."""
         path = self.path / "stats" / f"{name}.safetensors"
         if not path.exists():
             return None
         state = load_state(path)
-        why = check_state(state, spec, layers)
+        expected = {k: v for k, v in spec.items() if k in state or k not in optional}
+        why = check_state(state, expected, layers)
         if why is None and not bool((state["seen"] == 1).all()):
             why = "not every context is counted exactly once"
         if why is not None:
@@ -427,8 +434,14 @@ class Run:
         try:
             n_l = len(state["layers"])
             _, n_c, d = state["ctx_sum"].shape
+            groups = state["group_pos_sum"].shape[1] if "group_pos_sum" in state else 0
             spec = state_spec(
-                state["layers"].tolist(), n_c, state["pos_sum"].shape[1], d, "second" in state
+                state["layers"].tolist(),
+                n_c,
+                state["pos_sum"].shape[1],
+                d,
+                "second" in state,
+                groups,
             )
         except (KeyError, ValueError, IndexError, TypeError):
             raise damaged(path, "it is not a decomposition state", RERUN) from None

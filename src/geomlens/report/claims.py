@@ -9,13 +9,15 @@ token cannot decide them; the page shows both views elsewhere.
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from geomlens.stats.intervals import wilson
 from geomlens.stats.rounding import sig
 
-NO_INTERVAL = "none: a median over layers (intervals over contexts are not computed yet)"
+NO_INTERVAL = (
+    "none: this run has no intervals over contexts (too few contexts or a run made before them)"
+)
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,23 @@ def skip_first_layers(metrics: dict[str, Any]) -> list[dict[str, Any]]:
     return list((dec.get("other_view") or {}).get("layers", []))
 
 
+def skip_first_intervals(metrics: dict[str, Any]) -> dict[str, Any]:
+    """The intervals over contexts of the view without position 0 ({} when absent)."""
+    dec = metrics.get("decomposition") or {}
+    view = dec if dec.get("skip_first") else dec.get("other_view") or {}
+    return dict(view.get("intervals") or {})
+
+
+def median_interval(
+    intervals: dict[str, Any], key: str, scale: float | None = 1.0
+) -> tuple[float | None, float | None]:
+    """The interval of the median over layers of ``key`` (divided by ``scale``)."""
+    low, high = (intervals.get("medians") or {}).get(key) or (None, None)
+    if low is None or high is None or not scale:
+        return None, None
+    return low / scale, high / scale
+
+
 def median_of(rows: list[dict[str, Any]], key: str) -> float | None:
     values = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
     return statistics.median(values) if values else None
@@ -104,9 +123,52 @@ def text(
     return shown
 
 
+def _interval_note(intervals: dict[str, Any], key: str) -> str:
+    """How the interval of a median over layers was obtained, or why there is none."""
+    if not intervals.get("method"):
+        return NO_INTERVAL
+    if key not in (intervals.get("medians") or {}):
+        why = (intervals.get("not_resampled") or {}).get(key, "undefined in most draws")
+        return f"none: {why}"
+    return (
+        f"{intervals['method']}; {intervals['n_draws']} draws of {intervals['groups']} "
+        "groups, the median over layers of each draw"
+    )
+
+
+def _median_claim(
+    ident: str,
+    claim: str,
+    rule: str,
+    value: str,
+    number: float | None,
+    threshold: float,
+    above: bool,
+    interval: tuple[dict[str, Any], str, float | None],
+) -> Claim:
+    """A position/context claim on a median over layers, with that median's interval
+    (``interval``: the view's intervals, the key, and the scale the number is divided by)."""
+    intervals, key, scale = interval
+    low, high = median_interval(intervals, key, scale) if number is not None else (None, None)
+    reason = "no decomposition in this run"
+    return Claim(
+        ident,
+        claim,
+        SONG,
+        rule,
+        value,
+        decide(number, threshold, above, reason, low, high),
+        number,
+        low,
+        high,
+        threshold=threshold,
+        interval=_interval_note(intervals, key),
+    )
+
+
 def _position_claims(metrics: dict[str, Any]) -> list[Claim]:
     rows = skip_first_layers(metrics)
-    missing = "no decomposition in this run"
+    found = skip_first_intervals(metrics)
     explained, rank = median_of(rows, "pos_explained"), median_of(rows, "pos_rank")
     low, smooth = median_of(rows, "pos_low_freq"), median_of(rows, "pos_smoothness")
     inc, rnd = median_of(rows, "incoherence_mean"), median_of(rows, "incoherence_random")
@@ -115,72 +177,95 @@ def _position_claims(metrics: dict[str, Any]) -> list[Claim]:
     ratio = None if inc is None or not rnd else inc / rnd
     mu, mu_rnd = median_of(rows, "coherence_max"), median_of(rows, "coherence_random_max")
     mu_ratio = None if mu is None or not mu_rnd else mu / mu_rnd
-    topics = None if ari is None or within is None or between is None else ari
+
+    def shown(number: float | None, key: str, fmt: str, scale: float | None = 1.0) -> str:
+        lo, hi = median_interval(found, key, scale)
+        return text(number, fmt, low=lo, high=hi)
+
     claims = [
-        Claim(
+        _median_claim(
             "song.pos_low_rank",
             "The positional part is low-rank",
-            SONG,
             "median over layers: the top ScreeNOT-rank singular values carry >= 50% of the sum",
             "–"
             if explained is None
-            else f"explained {explained:.2f} at median rank {text(rank, 'g')}",
-            decide(explained, 0.5, True, missing),
+            else f"explained {shown(explained, 'pos_explained', '.2f')} at median rank "
+            f"{text(rank, 'g')}",
             explained,
-            threshold=0.5,
+            0.5,
+            True,
+            (found, "pos_explained", 1.0),
         ),
-        Claim(
+        _median_claim(
             "song.pos_low_frequency",
             "The positional basis is low-frequency (smooth Gram matrix)",
-            SONG,
             "median over layers of pos_low_freq (lowest 10% of DCT frequencies) >= 0.5",
-            "–" if low is None else f"pos_low_freq {low:.2f}, smoothness {text(smooth, '.3f')}",
-            decide(low, 0.5, True, missing),
+            "–"
+            if low is None
+            else f"pos_low_freq {shown(low, 'pos_low_freq', '.2f')}, smoothness "
+            f"{text(smooth, '.3f')}",
             low,
-            threshold=0.5,
+            0.5,
+            True,
+            (found, "pos_low_freq", 1.0),
         ),
-        Claim(
+        _median_claim(
             "song.incoherence",
             "Positional and context vectors are incoherent (nearly orthogonal)",
-            SONG,
             "median over layers of the mutual coherence max |cos(pos_t, ctx_c)| <= 1.25 x "
             "that of as many Gaussian vectors",
-            "–" if mu_ratio is None else f"{mu:.3f} against random {mu_rnd:.3f}",
-            decide(mu_ratio, 1.25, False, missing),
+            "–"
+            if mu_ratio is None
+            else f"{shown(mu, 'coherence_max', '.3f')} against random {mu_rnd:.3f}",
             mu_ratio,
-            threshold=1.25,
+            1.25,
+            False,
+            (found, "coherence_max", mu_rnd),
         ),
-        Claim(
+        _median_claim(
             "song.incoherence_subspaces",
             "Position and context subspaces are nearly orthogonal (geomlens variant)",
-            SONG,
             "median mean principal-angle cosine of the top-k subspaces <= 1.25 x that of "
             "random subspaces",
             "–" if ratio is None else f"{inc:.3f} against random {rnd:.3f}",
-            decide(ratio, 1.25, False, missing),
             ratio,
-            threshold=1.25,
+            1.25,
+            False,
+            (found, "incoherence_mean", rnd),
         ),
-        Claim(
-            "song.context_topics",
-            "Context vectors cluster by document topic",
-            SONG,
-            "median ARI of k-means against topics >= 0.1 and within-topic |cos| > between",
-            "–"
-            if topics is None
-            else f"ARI {ari:.2f}; |cos| within {within:.3f}, between {between:.3f}",
-            "not reproduced"
-            if topics is not None
-            and within is not None
-            and between is not None
-            and within <= between
-            else decide(topics, 0.1, True, "no topic labels"),
-            topics,
-            threshold=0.1,
-        ),
+        _topics_claim(ari, within, between, found, shown),
     ]
     claims.extend(_qk_claims(metrics))
     return claims
+
+
+def _topics_claim(
+    ari: float | None,
+    within: float | None,
+    between: float | None,
+    found: dict[str, Any],
+    shown: Any,
+) -> Claim:
+    """Song & Zhong: context vectors cluster by topic (ARI, and |cos| within > between)."""
+    topics = None if ari is None or within is None or between is None else ari
+    claim = _median_claim(
+        "song.context_topics",
+        "Context vectors cluster by document topic",
+        "median ARI of k-means against topics >= 0.1 and within-topic |cos| > between",
+        "–"
+        if topics is None
+        else f"ARI {shown(ari, 'ctx_cluster_ari', '.2f')}; |cos| within {within:.3f}, "
+        f"between {between:.3f}",
+        topics,
+        0.1,
+        True,
+        (found, "ctx_cluster_ari", 1.0),
+    )
+    if topics is None:
+        return replace(claim, verdict=decide(None, 0.1, True, "no topic labels"))
+    if within is not None and between is not None and within <= between:
+        return replace(claim, verdict="not reproduced")
+    return claim
 
 
 WHOLE_RESIDUAL = 0.5

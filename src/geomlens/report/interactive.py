@@ -64,10 +64,38 @@ GEOMETRY_KEYS = [
 """The frequency, incoherence and clustering lines drawn per layer."""
 
 
+def error_bars(
+    rows: Sequence[dict[str, Any]], key: str, intervals: dict[str, dict[str, Any]] | None
+) -> dict[str, Any] | None:
+    """Plotly ``error_y`` of one line from the per-layer intervals ({layer: {key: [lo, hi]}})."""
+    if not intervals:
+        return None
+    up: list[float | None] = []
+    down: list[float | None] = []
+    for r in rows:
+        low, high = (intervals.get(str(r["layer"])) or {}).get(key) or (None, None)
+        value = r.get(key)
+        if low is None or high is None or value is None:
+            up.append(None)
+            down.append(None)
+        else:
+            up.append(high - value)
+            down.append(value - low)
+    if all(u is None for u in up):
+        return None
+    return {"type": "data", "symmetric": False, "array": up, "arrayminus": down}
+
+
 def per_layer(
-    rows: Sequence[dict[str, Any]], keys: Sequence[str], title: str, yaxis: str, log: bool = False
+    rows: Sequence[dict[str, Any]],
+    keys: Sequence[str],
+    title: str,
+    yaxis: str,
+    log: bool = False,
+    intervals: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """One line per key over layers."""
+    """One line per key over layers, with 95% intervals as error bars where given
+    (``intervals``: layer -> key -> [low, high])."""
     fig = go.Figure()
     for key in keys:
         fig.add_scatter(
@@ -75,6 +103,7 @@ def per_layer(
             y=[r.get(key) for r in rows],
             mode="lines+markers",
             name=key,
+            error_y=error_bars(rows, key, intervals),
         )
     fig.update_layout(**_layout(title, "layer", yaxis))
     if log:

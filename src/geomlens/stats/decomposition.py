@@ -65,6 +65,27 @@ few groups cut the operations per batch tenfold, and the stacked copies stay sma
 the hidden states themselves."""
 
 
+INTERVAL_BYTES = 256 * 2**20
+"""Most bytes of the float32 per-group positional sums kept for intervals (all layers)."""
+
+GROUP_STATE = ("group_pos_sum", "ctx_sumsq")
+"""The state entries of the interval groups."""
+
+MAX_GROUPS, MIN_GROUPS = 16, 8
+"""Groups of contexts resampled for intervals: at most 16; fewer than 8 give none."""
+
+
+def interval_groups(
+    n_layers: int, n_contexts: int, length: int, d_model: int, budget: int = INTERVAL_BYTES
+) -> int:
+    """How many groups of contexts keep their own positional sums for resampling: up to
+    ``MAX_GROUPS`` (never more than the contexts), as many as ``budget`` holds in float32;
+    0 (no intervals) when fewer than ``MIN_GROUPS`` fit."""
+    per_group = max(1, n_layers * length * d_model * 4)
+    groups = min(MAX_GROUPS, n_contexts, budget // per_group)
+    return groups if groups >= MIN_GROUPS else 0
+
+
 class NonFiniteError(ValueError):
     """A batch held NaN or infinite hidden states; nothing of it was added."""
 
@@ -74,7 +95,12 @@ class NonFiniteError(ValueError):
 
 
 def state_spec(
-    layers: Sequence[int], n_contexts: int, length: int, d_model: int, second_moment: bool
+    layers: Sequence[int],
+    n_contexts: int,
+    length: int,
+    d_model: int,
+    second_moment: bool,
+    groups: int = 0,
 ) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
     """Name, shape and dtype of every tensor of a decomposition accumulator's state."""
     n_l, f64 = len(layers), torch.float64
@@ -88,6 +114,9 @@ def state_spec(
     }
     if second_moment:
         spec["second"] = ((n_l, d_model, d_model), f64)
+    if groups:
+        spec["group_pos_sum"] = ((n_l, groups, length, d_model), torch.float32)
+        spec["ctx_sumsq"] = ((n_l, n_contexts), f64)
     return spec
 
 
@@ -97,6 +126,13 @@ class DecompositionAccumulator:
     Each context must be seen exactly once (in any batch, in any shard). Position 0 is
     kept separately per context so that ``finalize(skip_first=True)`` can drop it
     without a second capture.
+
+    With ``groups`` > 0 the contexts fall into that many contiguous blocks (context c of
+    ``total_contexts`` in block c * groups // total_contexts), and each block keeps its own
+    positional sums (float32) and each context its sum of squares: enough to redo the
+    decomposition on a resample of blocks (``resample``) for intervals, in memory that
+    does not grow with the corpus. A shard's accumulator covers contexts
+    ``context_offset`` onwards of ``total_contexts``.
     """
 
     def __init__(
@@ -107,6 +143,9 @@ class DecompositionAccumulator:
         d_model: int,
         second_moment: bool = True,
         device: torch.device | str = "cpu",
+        groups: int = 0,
+        context_offset: int = 0,
+        total_contexts: int | None = None,
     ) -> None:
         self.layers = list(layers)
         self.n_contexts, self.length, self.d_model = n_contexts, length, d_model
@@ -120,6 +159,16 @@ class DecompositionAccumulator:
         self.second = (
             torch.zeros(n_l, d_model, d_model, dtype=f64, device=device) if second_moment else None
         )
+        self.groups = groups
+        total = n_contexts if total_contexts is None else total_contexts
+        rows = torch.arange(context_offset, context_offset + n_contexts, device=device)
+        self.group_of = rows * groups // max(total, 1)
+        self.group_pos_sum = (
+            torch.zeros(n_l, groups, length, d_model, dtype=torch.float32, device=device)
+            if groups
+            else None
+        )
+        self.ctx_sumsq = torch.zeros(n_l, n_contexts, dtype=f64, device=device) if groups else None
 
     def update(self, batch: CapturedBatch) -> None:
         """Add one batch; raises NonFiniteError (state untouched) if any value is NaN/inf.
@@ -149,6 +198,13 @@ class DecompositionAccumulator:
             self.sumsq[rows] += sumsq
             if self.second is not None and second is not None:
                 self.second[rows] += second
+        if self.group_pos_sum is not None and self.ctx_sumsq is not None:
+            group = self.group_of[idx]
+            for group_rows in self._groups(batch):
+                h = torch.stack([batch.hidden[layer] for layer in self.layers[group_rows]])
+                h64 = h.to(self.seen.device, torch.float64)
+                self.group_pos_sum[group_rows].index_add_(1, group, h64.to(torch.float32))
+                self.ctx_sumsq[group_rows].index_add_(1, idx, h64.square().sum((2, 3)))
         self.seen.index_add_(0, idx, torch.ones_like(idx))
 
     def _groups(self, batch: CapturedBatch) -> list[slice]:
@@ -192,7 +248,9 @@ class DecompositionAccumulator:
             self.d_model,
         ):
             raise ValueError("cannot merge decomposition accumulators of different shapes")
-        for name in ("pos_sum", "ctx_sum", "first", "sumsq", "seen"):
+        if other.groups != self.groups:
+            raise ValueError("cannot merge accumulators with different interval groups")
+        for name in ("pos_sum", "ctx_sum", "first", "sumsq", "seen", *self._group_names()):
             getattr(self, name).add_(getattr(other, name).to(self.seen.device))
         if self.second is not None and other.second is not None:
             self.second.add_(other.second.to(self.seen.device))
@@ -211,12 +269,23 @@ class DecompositionAccumulator:
         }
         if self.second is not None:
             state["second"] = self.second
+        for name in self._group_names():
+            state[name] = getattr(self, name)
         return {k: v.detach().cpu().contiguous() for k, v in state.items()}
+
+    def _group_names(self) -> tuple[str, ...]:
+        """The state entries of the interval groups (none without groups)."""
+        return GROUP_STATE if self.groups else ()
 
     def state_spec(self) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
         """Name, shape and dtype of every tensor of ``state_dict()`` (nothing is copied)."""
         return state_spec(
-            self.layers, self.n_contexts, self.length, self.d_model, self.second is not None
+            self.layers,
+            self.n_contexts,
+            self.length,
+            self.d_model,
+            self.second is not None,
+            self.groups,
         )
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
@@ -228,6 +297,10 @@ class DecompositionAccumulator:
             if "second" not in state:
                 raise ValueError("saved decomposition state has no second moments")
             self.second.copy_(state["second"])
+        for name in self._group_names():
+            if name not in state:
+                raise ValueError("saved decomposition state has no interval groups")
+            getattr(self, name).copy_(state[name])
 
     @classmethod
     def from_state_dict(cls, state: dict[str, torch.Tensor]) -> DecompositionAccumulator:
@@ -238,6 +311,7 @@ class DecompositionAccumulator:
             state["pos_sum"].shape[1],
             d_model,
             second_moment="second" in state,
+            groups=int(state["group_pos_sum"].shape[1]) if "group_pos_sum" in state else 0,
         )
         acc.load_state_dict(state)
         return acc
@@ -292,3 +366,49 @@ class DecompositionAccumulator:
             positions=np.arange(t0, self.length),
             skip_first=skip_first,
         )
+
+    def resample(
+        self, layer: int, weights: np.ndarray, skip_first: bool = False
+    ) -> tuple[DecompositionStats, np.ndarray]:
+        """The decomposition of one layer over a resample of the context groups.
+
+        Args:
+            layer: the hidden-state layer.
+            weights: [groups] how often each group is drawn (a bootstrap's counts).
+            skip_first: leave position 0 out.
+
+        Returns:
+            (stats, rows): the decomposition of the drawn contexts (a context drawn k
+            times is k rows of ``stats.ctx``; no second moments) and [C*] the context
+            each row of ``stats.ctx`` is, to resample labels alike.
+        """
+        if self.group_pos_sum is None or self.ctx_sumsq is None:
+            raise ValueError("this accumulator keeps no interval groups")
+        i = self.layers.index(layer)
+        w = np.asarray(weights, dtype=np.float64)
+        per_context = w[self.group_of.cpu().numpy()]
+        rows = np.repeat(np.arange(self.n_contexts), per_context.astype(np.int64))
+        group_sums = self.group_pos_sum[i].cpu().numpy().astype(np.float64)
+        pos_sum = np.tensordot(w, group_sums, axes=1)  # [T, d]
+        ctx_sum = self.ctx_sum[i].cpu().numpy()
+        sumsq = self.ctx_sumsq[i].cpu().numpy()
+        t0 = 0
+        if skip_first:
+            first = self.first[i].cpu().numpy()
+            pos_sum, t0 = pos_sum[1:], 1
+            ctx_sum = ctx_sum - first
+            sumsq = sumsq - np.sum(first**2, axis=1)
+        n_c, n_t = len(rows), pos_sum.shape[0]
+        mean = pos_sum.sum(0) / (n_c * n_t)
+        stats = DecompositionStats(
+            layer=layer,
+            mean=mean,
+            pos=pos_sum / n_c - mean,
+            ctx=ctx_sum[rows] / n_t - mean,
+            total_ss=float(per_context @ sumsq) - n_c * n_t * float(mean @ mean),
+            second_moment=None,
+            n_contexts=n_c,
+            positions=np.arange(t0, self.length),
+            skip_first=skip_first,
+        )
+        return stats, rows

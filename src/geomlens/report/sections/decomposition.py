@@ -7,8 +7,8 @@ from typing import Any
 
 from geomlens.io.runfolder import Run
 from geomlens.report import interactive as plots
-from geomlens.report.claims import skip_first_layers
-from geomlens.report.html import plot, readings, table
+from geomlens.report.claims import skip_first_intervals, skip_first_layers
+from geomlens.report.html import number, plot, readings, table
 from geomlens.report.section import Section, pct
 
 
@@ -36,6 +36,52 @@ def decomposition_readings(m: dict[str, Any]) -> list[str]:
     return lines
 
 
+SHARE_KEYS = ["share_pos", "share_ctx"]
+
+TABLE_KEYS = [
+    "layer",
+    "share_pos",
+    "share_ctx",
+    "share_resid",
+    "rel_norm_pos",
+    "pos_rank",
+    "pos_rank95",
+    "pos_stable_rank",
+    "pos_explained",
+    "pos_low_freq",
+    "pos_smoothness",
+    "incoherence_max",
+    "incoherence_mean",
+    "incoherence_random",
+    "coherence_max",
+    "coherence_random_max",
+    "ctx_cos_within",
+    "ctx_cos_between",
+    "ctx_cluster_ari",
+]
+"""The per-layer columns of the two tables."""
+
+
+def with_interval(row: dict[str, Any], key: str, intervals: dict[str, Any]) -> Any:
+    """A table cell: the number, and its 95% interval over contexts where there is one."""
+    low, high = (intervals.get(str(row.get("layer"))) or {}).get(key) or (None, None)
+    value = row.get(key)
+    if value is None or low is None or high is None:
+        return value
+    return f"{number(value)} [{number(low)}, {number(high)}]"
+
+
+def intervals_reading(found: dict[str, Any]) -> str:
+    """One sentence on how the intervals were obtained, or why there are none."""
+    if not found.get("method"):
+        return f"No intervals over contexts: {found.get('why', 'none in this run')}."
+    left = "; ".join(f"{k} ({why})" for k, why in (found.get("not_resampled") or {}).items())
+    return (
+        f"Intervals (95%, position 0 skipped): {found['method']}; {found['n_draws']} draws of "
+        f"{found['groups']} groups. Not resampled: {left}."
+    )
+
+
 def decomposition_section(run: Run) -> str:
     m, folder = run.metrics, run.path
     dec = m["decomposition"]
@@ -45,35 +91,23 @@ def decomposition_section(run: Run) -> str:
         ("position 0 skipped" if other["skip_first"] else "all positions", other["layers"])
     )
     rows = skip_first_layers(m)
+    found = skip_first_intervals(m)
+    per_layer = found.get("layers") or {}
     all_positions = other["layers"] if dec["skip_first"] else dec["layers"]
-    keys = [
-        "layer",
-        "share_pos",
-        "share_ctx",
-        "share_resid",
-        "rel_norm_pos",
-        "pos_rank",
-        "pos_rank95",
-        "pos_stable_rank",
-        "pos_explained",
-        "pos_low_freq",
-        "pos_smoothness",
-        "incoherence_max",
-        "incoherence_mean",
-        "incoherence_random",
-        "coherence_max",
-        "coherence_random_max",
-        "ctx_cos_within",
-        "ctx_cos_between",
-        "ctx_cluster_ari",
-    ]
     parts = [
-        readings(decomposition_readings(m)),
+        readings([*decomposition_readings(m), intervals_reading(found)]),
         plot(
             plots.shares(views), "plot-shares", "Variance shares by layer, both views of position 0"
         ),
         plot(
-            plots.per_layer(rows, plots.RANK_KEYS, "Positional rank", "rank"),
+            plots.per_layer(
+                rows, SHARE_KEYS, "Shares with 95% intervals", "share", intervals=per_layer
+            ),
+            "plot-share-intervals",
+            "Positional and context shares with their intervals over contexts (position 0 skipped)",
+        ),
+        plot(
+            plots.per_layer(rows, plots.RANK_KEYS, "Positional rank", "rank", intervals=per_layer),
             "plot-ranks",
             "Rank of the positional part (position 0 skipped)",
         ),
@@ -83,15 +117,20 @@ def decomposition_section(run: Run) -> str:
                 plots.GEOMETRY_KEYS,
                 "Frequency, incoherence and topic clustering",
                 "value",
+                intervals=per_layer,
             ),
             "plot-geometry",
             "Low-frequency share, smoothness, incoherence against random, and topic ARI",
         ),
         SECTION.saved_plot(folder, "decomposition_spiral", "plot-spiral"),
-        table(keys, [[r.get(k) for k in keys] for r in rows], "Per layer, position 0 skipped"),
         table(
-            keys,
-            [[r.get(k) for k in keys] for r in all_positions],
+            TABLE_KEYS,
+            [[with_interval(r, k, per_layer) for k in TABLE_KEYS] for r in rows],
+            "Per layer, position 0 skipped (95% intervals over contexts in brackets)",
+        ),
+        table(
+            TABLE_KEYS,
+            [[r.get(k) for k in TABLE_KEYS] for r in all_positions],
             "Per layer, all positions",
         ),
     ]

@@ -1,0 +1,183 @@
+"""95% intervals over contexts for the per-layer position/context numbers.
+
+The contexts fall into G contiguous groups (``DecompositionAccumulator(groups=G)``), each
+with its own positional sums. A draw keeps a random half of the groups, redoes the
+decomposition of their contexts exactly from those sums (``resample``) and recomputes
+every number with ``analyse_layer``. The spread of the draws gives the standard error of
+the whole-corpus number: the delete-d jackknife of Shao & Wu (1989) with d = G/2,
+``se^2 = (G - d) / (d N) sum_s (x_s - mean)^2`` over N draws. The interval is the number
++- t se, t Student's 97.5th percentile with G - 1 degrees of freedom, cut to the range
+the number can take.
+
+Half-samples rather than a bootstrap: a bootstrap repeats contexts, which adds noise to
+the positional means and moves every draw's share upward (at 16 contexts the whole-corpus
+share fell below the bootstrap's interval); the half-samples' spread is centred on the
+number itself. Resampling whole groups of neighbouring windows keeps windows that share a
+document together. The medians over layers that the papers' claims read get their own
+intervals, from the median of each draw.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+import numpy as np
+import scipy.stats
+
+from geomlens.analyses.decomposition import Labels, analyse_layer
+from geomlens.stats.decomposition import DecompositionAccumulator
+from geomlens.stats.rounding import sig
+
+N_DRAWS = 30
+"""Half-samples of the context groups (each redoes every layer's analysis)."""
+
+RESAMPLED = (
+    "share_pos",
+    "share_ctx",
+    "share_resid",
+    "pos_rank",
+    "pos_explained",
+    "pos_rank95",
+    "pos_stable_rank",
+    "pos_low_freq",
+    "pos_smoothness",
+    "coherence_max",
+    "coherence_mean",
+    "ctx_cos_within",
+    "ctx_cos_between",
+    "ctx_cluster_ari",
+)
+"""The per-layer numbers that get an interval."""
+
+UNIT = (0.0, 1.0)
+BOUNDS = {
+    **{key: UNIT for key in ("share_pos", "share_ctx", "share_resid", "pos_explained")},
+    **{key: UNIT for key in ("pos_low_freq", "coherence_max", "coherence_mean")},
+    **{key: UNIT for key in ("ctx_cos_within", "ctx_cos_between")},
+    "ctx_cluster_ari": (-1.0, 1.0),
+    "pos_rank": (0.0, float("inf")),
+    "pos_rank95": (0.0, float("inf")),
+    "pos_stable_rank": (1.0, float("inf")),
+    "pos_smoothness": (0.0, float("inf")),
+}
+"""The range each number can take: an interval is cut to it."""
+
+NOT_RESAMPLED = {
+    "rel_norm_pos": "needs the second moments (d x d) of every group",
+    "incoherence_mean": "the principal-angle variant: its random baseline costs seconds a draw",
+}
+"""Headline numbers without an interval, and why."""
+
+METHOD = (
+    "delete-half jackknife over G contiguous groups of contexts (each draw keeps G // 2 "
+    "groups, the decomposition redone from their sums): number +- t(G - 1) standard errors"
+)
+
+
+def group_draws(groups: int, n_draws: int, seed: int) -> np.ndarray:
+    """[n_draws, groups] 1 for the groups a draw keeps (a random half), else 0."""
+    rng = np.random.default_rng([seed, groups, 7])
+    keep = np.zeros((n_draws, groups), dtype=np.int64)
+    for row in keep:
+        row[rng.choice(groups, groups // 2, replace=False)] = 1
+    return keep
+
+
+def _draw_numbers(
+    acc: DecompositionAccumulator,
+    weights: np.ndarray,
+    labels: Labels | None,
+    skip_first: bool,
+    seed: int,
+) -> dict[int, dict[str, float]]:
+    """layer -> every resampled number of one draw."""
+    out = {}
+    for layer in acc.layers:
+        stats, rows = acc.resample(layer, weights, skip_first)
+        drawn = None if labels is None else [labels[r] for r in rows]
+        row = analyse_layer(stats, drawn, seed, subspaces=False).to_dict()
+        out[layer] = {k: row[k] for k in RESAMPLED if isinstance(row.get(k), (int, float))}
+    return out
+
+
+def half_sample_interval(
+    value: float | None,
+    draws: list[float | None],
+    groups: int,
+    bounds: tuple[float, float] = (-np.inf, np.inf),
+) -> list[Any]:
+    """[low, high] = value +- t se, cut to ``bounds``: se from the half-sample draws
+    (delete-d jackknife, d = groups - groups // 2), t the 97.5th percentile of Student's t
+    with groups - 1 degrees of freedom (the groups are the independent units).
+    [None, None] when the number is undefined in most draws."""
+    finite = np.asarray([v for v in draws if v is not None and np.isfinite(v)], np.float64)
+    if value is None or not np.isfinite(value) or finite.size < max(2, len(draws) / 2):
+        return [None, None]
+    deleted = groups - groups // 2
+    se = float(np.sqrt((groups - deleted) / deleted * finite.var()))
+    quantile = float(scipy.stats.t.ppf(0.975, groups - 1))
+    low, high = max(bounds[0], value - quantile * se), min(bounds[1], value + quantile * se)
+    return [sig(low), sig(high)]
+
+
+def decomposition_intervals(
+    acc: DecompositionAccumulator,
+    rows: list[dict[str, Any]],
+    labels: Labels | None = None,
+    n_draws: int = N_DRAWS,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Intervals of every layer's numbers and of their medians over layers.
+
+    Args:
+        acc: the accumulator, with interval groups.
+        rows: the whole-corpus per-layer rows (``LayerDecomposition.to_dict()``) of one
+            view, in ``acc.layers`` order; their ``skip_first`` picks the view.
+        labels: [C] the contexts' labels, or None.
+        n_draws: half-samples drawn.
+        seed: seed of the draws and of every analysis.
+
+    Returns:
+        {"method", "groups", "n_draws", "seed", "not_resampled": {key: why},
+         "layers": {layer: {key: [low, high]}}, "medians": {key: [low, high]}}, or
+        {"method": None, "why": ...} when the accumulator keeps no groups.
+    """
+    if not acc.groups:
+        return {
+            "method": None,
+            "why": "no interval groups were kept (fewer than 8 fit: too few contexts, or "
+            "positional sums too large for the memory budget)",
+        }
+    skip_first = bool(rows[0]["skip_first"]) if rows else False
+    per_draw = [
+        _draw_numbers(acc, weights, labels, skip_first, seed)
+        for weights in group_draws(acc.groups, n_draws, seed)
+    ]
+    layers = {}
+    for layer, row in zip(acc.layers, rows, strict=True):
+        layers[str(layer)] = {
+            key: half_sample_interval(
+                row.get(key), [d[layer].get(key) for d in per_draw], acc.groups, BOUNDS[key]
+            )
+            for key in RESAMPLED
+            if isinstance(row.get(key), (int, float))
+        }
+    medians = {}
+    for key in RESAMPLED:
+        whole = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
+        drawn = [[d[layer][key] for layer in acc.layers if key in d[layer]] for d in per_draw]
+        if whole and all(drawn):
+            value = statistics.median(whole)
+            medians[key] = half_sample_interval(
+                value, [statistics.median(v) for v in drawn], acc.groups, BOUNDS[key]
+            )
+    return {
+        "method": METHOD,
+        "groups": acc.groups,
+        "n_draws": n_draws,
+        "seed": seed,
+        "not_resampled": dict(NOT_RESAMPLED),
+        "layers": layers,
+        "medians": medians,
+    }
