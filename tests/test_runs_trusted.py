@@ -387,9 +387,10 @@ BROKEN = textwrap.dedent(
     """
     import sys
     import geomlens.cli as cli
+    import geomlens.commands.models as models
     def cmd_models(args):
         raise ZeroDivisionError("x" * 5000)
-    cli.cmd_models = cmd_models
+    models.main = cmd_models
     sys.exit(cli.main(sys.argv[1:]))
     """
 )
@@ -407,12 +408,12 @@ def test_an_internal_error_is_one_line_and_debug_shows_the_traceback(capsys, mon
         exit_code=1,
     )
     assert len(line) <= MAX_MESSAGE + 100
-    import geomlens.cli as cli
+    import geomlens.commands.models as models
 
     def cmd_models(args):  # type: ignore[no-untyped-def]
         raise ZeroDivisionError("a bug")
 
-    monkeypatch.setattr(cli, "cmd_models", cmd_models)
+    monkeypatch.setattr(models, "main", cmd_models)
     one_sentence(*run(capsys, ["models"]), "internal error: ZeroDivisionError: a bug", exit_code=1)
     with pytest.raises(ZeroDivisionError, match="a bug"):  # the traceback reaches the terminal
         main(["--debug", "models"])
@@ -423,12 +424,12 @@ def test_debug_is_accepted_after_the_command_and_user_errors_stay_exit_2(capsys)
 
 
 def test_long_messages_are_bounded(capsys, monkeypatch):
-    import geomlens.cli as cli
+    import geomlens.commands.models as models
 
     def cmd_models(args):  # type: ignore[no-untyped-def]
         raise GeomlensError("a " * 3000)
 
-    monkeypatch.setattr(cli, "cmd_models", cmd_models)
+    monkeypatch.setattr(models, "main", cmd_models)
     line = one_sentence(*run(capsys, ["models"]))
     assert len(line) <= len("geomlens: error: ") + MAX_MESSAGE and line.endswith("...")
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from geomlens.api.commands import decompose, sphere, walk
 from geomlens.api.modules import install
-from geomlens.api.result import Result, open_result
+from geomlens.commands.result import Result, open_result
 from geomlens.corpus import load_corpus, make_windows
 from geomlens.errors import GeomlensError
 from geomlens.io.runfolder import open_run

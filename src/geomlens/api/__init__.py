@@ -13,7 +13,7 @@ docs/python_api.md.
 """
 
 from geomlens.api.commands import capture, concepts, decompose, report, sphere, walk
-from geomlens.api.result import Result, open_result
+from geomlens.commands.result import Result, open_result
 
 COMMANDS = ("capture", "decompose", "sphere", "walk", "concepts", "report")
 """The commands the API offers, in the order the docs list them."""

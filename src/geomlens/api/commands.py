@@ -1,9 +1,10 @@
 """The commands as Python functions: the CLI's options as typed keyword arguments.
 
-Each function builds the same configs as ``geomlens <command>`` does from its flags (same
-defaults: SmolLM2, the BBC corpus, 128 windows of 128 tokens, ``runs/<command>-<model>``),
-calls the same ``run_*`` function and returns a ``Result``. The same arguments write the
-same run folder as the command line, so a run made one way is reused the other way.
+Each function builds its command's config (``geomlens.commands.decompose.DecomposeConfig``,
+...) as ``geomlens <command>`` does from its flags (same defaults: SmolLM2, the BBC corpus,
+128 windows of 128 tokens, ``runs/<command>-<model>``), and returns what the command's
+``run(config)`` returns, a ``Result``. The same arguments write the same run folder as the
+command line, so a run made one way is reused the other way.
 
 Arguments only Python can give: ``view``, a model already loaded (``geomlens.load_model``)
 for the same ``model``, so several calls load it once (``walk`` needs it loaded with
@@ -14,67 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from geomlens.api.checks import checked
-from geomlens.api.result import Result, result_of
-from geomlens.capture.capture import CaptureConfig
-from geomlens.engines import EngineConfig
+from geomlens.commands.result import Result
 from geomlens.errors import GeomlensError
 from geomlens.models.view import ModelView
 
 Dtype = Literal["float32", "bfloat16"]
 Engine = Literal["local", "ray"]
-
-
-def default_out(command: str, model: str) -> str:
-    """The run folder a command writes when none is given: ``runs/<command>-<model>``."""
-    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in model.strip("/"))
-    return f"runs/{command}-{safe}"
-
-
-CAPTURE_OPTIONS = (
-    "model",
-    "corpus",
-    "contexts",
-    "length",
-    "layers",
-    "batch_size",
-    "device",
-    "dtype",
-    "seed",
-    "offset",
-    "balance",
-    "save_activations",
-    "second_moment",
-    "trust_remote_code",
-)
-"""The arguments that make the capture config (the CLI's capture options)."""
-ENGINE_OPTIONS = {
-    "engine": "name",
-    "ray_address": "ray_address",
-    "workers": "workers",
-    "threads": "threads",
-    "activations_dir": "activations_dir",
-}
-"""Arguments that make the engine config, with the field each fills."""
-
-
-def configs(arguments: dict[str, Any]) -> tuple[CaptureConfig, EngineConfig]:
-    """The capture and engine configs of a function's (already checked) arguments, as the
-    CLI makes them from its capture options."""
-    capture = {k: arguments[k] for k in CAPTURE_OPTIONS}
-    capture.update(model=str(capture["model"]), corpus=str(capture["corpus"]))
-    if capture["layers"] is not None:
-        capture["layers"] = tuple(capture["layers"])
-    engine = {field: arguments[k] for k, field in ENGINE_OPTIONS.items()}
-    if engine["activations_dir"] is not None:
-        engine["activations_dir"] = str(engine["activations_dir"])
-    return CaptureConfig(**capture), EngineConfig(**engine)
-
-
-def folder_for(command: str, out: str | Path | None, model: str | Path) -> str | Path:
-    return out if out is not None else default_out(command, str(model))
 
 
 @checked
@@ -131,18 +80,9 @@ def capture(
         progress: show progress bars.
         view: ``model`` already loaded.
     """
-    from geomlens.commands.capture import run_capture
+    from geomlens.commands.capture import CaptureRunConfig, run
 
-    config, engine_config = configs(locals())
-    run = run_capture(
-        config,
-        folder_for("capture", out, model),
-        view=view,
-        progress=progress,
-        checkpoint_every_s=checkpoint_every,
-        engine=engine_config,
-    )
-    return result_of("capture", run)
+    return run(CaptureRunConfig.of(locals()), view=view)
 
 
 @checked
@@ -181,19 +121,9 @@ def decompose(
     one without it primary. Second moments are always accumulated. The other arguments
     are ``capture``'s; ``out`` defaults to ``runs/decompose-<model>``.
     """
-    from geomlens.commands.decompose import run_decompose
+    from geomlens.commands.decompose import DecomposeConfig, run
 
-    config, engine_config = configs(locals())
-    run = run_decompose(
-        config,
-        folder_for("decompose", out, model),
-        skip_first=skip_first,
-        view=view,
-        progress=progress,
-        checkpoint_every_s=checkpoint_every,
-        engine=engine_config,
-    )
-    return result_of("decompose", run)
+    return run(DecomposeConfig.of(locals()), view=view)
 
 
 @checked
@@ -236,21 +166,9 @@ def sphere(
 
     The other arguments are ``capture``'s; ``out`` defaults to ``runs/sphere-<model>``.
     """
-    from geomlens.commands.sphere import DEFAULT_PROMPT, run_sphere
+    from geomlens.commands.sphere import SphereConfig, run
 
-    config, engine_config = configs(locals())
-    run = run_sphere(
-        config,
-        folder_for("sphere", out, model),
-        nouns=None if nouns is None else str(nouns),
-        prompt=prompt if prompt is not None else DEFAULT_PROMPT,
-        layers=None if probe_layers is None else tuple(probe_layers),
-        view=view,
-        progress=progress,
-        checkpoint_every_s=checkpoint_every,
-        engine=engine_config,
-    )
-    return result_of("sphere", run)
+    return run(SphereConfig.of(locals()), view=view)
 
 
 @checked
@@ -293,22 +211,11 @@ def walk(
 
     The other arguments are ``capture``'s; ``out`` defaults to ``runs/walk-<model>``.
     """
-    from geomlens.commands.walk import read_text_file, run_walk
-
     if text is not None and text_file is not None:
         raise GeomlensError("geomlens.walk() takes text or text_file, not both.")
-    config, engine_config = configs(locals())
-    run = run_walk(
-        config,
-        folder_for("walk", out, model),
-        text=read_text_file(str(text_file)) if text_file is not None else text,
-        generate=generate,
-        view=view,
-        progress=progress,
-        checkpoint_every_s=checkpoint_every,
-        engine=engine_config,
-    )
-    return result_of("walk", run)
+    from geomlens.commands.walk import WalkConfig, run
+
+    return run(WalkConfig.of(locals()), view=view)
 
 
 @checked
@@ -353,25 +260,9 @@ def concepts(
         progress: show progress output.
         view: ``model`` already loaded.
     """
-    from geomlens.commands.concepts import ConceptsConfig, run_concepts
+    from geomlens.commands.concepts import ConceptsRunConfig, run
 
-    config = ConceptsConfig(
-        model=str(model),
-        task=str(task),
-        shots=shots,
-        limit=limit,
-        schemes=tuple(schemes or ()),
-        sweep=None if sweep is None else str(sweep),
-        seed=seed,
-        data_dir=None if data_dir is None else str(data_dir),
-        device=device,
-        dtype=dtype,
-        batch_tokens=batch_tokens,
-        feed=feed,
-        trust_remote_code=trust_remote_code,
-    )
-    run = run_concepts(config, folder_for("concepts", out, model), view=view, progress=progress)
-    return result_of("concepts", run)
+    return run(ConceptsRunConfig.of(locals()), view=view)
 
 
 @checked
@@ -414,18 +305,6 @@ def report(
     The other arguments are ``capture``'s; ``out`` defaults to ``runs/report-<model>``.
     The page is ``result.folder / "report.html"``.
     """
-    from geomlens.commands.report import run_report
+    from geomlens.commands.report import ReportConfig, run
 
-    config, engine_config = configs(locals())
-    run = run_report(
-        config,
-        folder_for("report", out, model),
-        task=None if task is None else str(task),
-        limit=limit,
-        skip_first=skip_first,
-        view=view,
-        progress=progress,
-        checkpoint_every_s=checkpoint_every,
-        engine=engine_config,
-    )
-    return result_of("report", run)
+    return run(ReportConfig.of(locals()), view=view)

@@ -8,13 +8,15 @@ checkpoint and reuses a finished run as it is.
 
 from __future__ import annotations
 
+import argparse
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from geomlens.arithmetic.config import ArithmeticConfig
+from geomlens.arithmetic.config import ArithmeticConfig, make_config
 from geomlens.arithmetic.data import Problems, make_problems
 from geomlens.arithmetic.evaluate import accuracy_by_length, eval_problems, range_means
 from geomlens.arithmetic.geometry import GEOMETRY_STREAM, Geometry, grid_length, measure
@@ -192,6 +194,7 @@ def _run_locked(
         "test_range": list(config.test_digits),
         "reverse_output": config.reverse_output,
         "carry": config.carry,
+        "unequal_operands": config.unequal_operands,
         "seed": config.seed,
         "eval_samples": config.eval_samples,
         "skip_first": False,
@@ -234,3 +237,119 @@ def summary_lines(run: Run) -> list[str]:
             f" {row['pos_low_freq']:12.3f} {row['pos_smoothness']:14.3f}"
         )
     return lines
+
+
+@dataclass(frozen=True)
+class ArithmeticRunConfig:
+    """What ``geomlens arithmetic`` runs.
+
+    Attributes:
+        study: the addition study (``make_config``: a preset and its overrides).
+        out: the run folder (None: ``runs/arithmetic-<preset>``).
+        progress: show progress bars.
+    """
+
+    study: ArithmeticConfig
+    out: str | Path | None = None
+    progress: bool = True
+
+
+def run(config: ArithmeticRunConfig) -> Run:
+    """``geomlens arithmetic``: its run folder, read back (a ``Run``: the Python API has no
+    ``Result`` for the addition study)."""
+    out = config.out or f"runs/arithmetic-{config.study.preset}"
+    return run_arithmetic(config.study, out, progress=config.progress)
+
+
+def summary(run: Run) -> list[str]:
+    """The lines ``geomlens arithmetic`` prints when it finishes."""
+    header = f"addition study written to {run.path} (metrics.json, figures/, model/)"
+    return [header, *summary_lines(run)]
+
+
+HELP = "addition study: length generalisation and positional geometry"
+
+STUDY_OPTIONS = (
+    "train_digits",
+    "test_digits",
+    "reverse_output",
+    "carry",
+    "unequal_operands",
+    "layers",
+    "heads",
+    "d_model",
+    "steps",
+    "batch_size",
+    "lr",
+    "train_samples",
+    "checkpoint_every",
+    "eval_samples",
+    "geometry_contexts",
+    "control",
+    "device",
+    "threads",
+    "seed",
+)
+"""The options that override the preset's values (``make_config``), by field name."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Every option defaults to its preset's value."""
+    p = parser
+    p.add_argument("--preset", default=None, choices=["quick", "full"], help="default: full")
+    p.add_argument("--train-digits", default=None, metavar="LO-HI", help="full: 5-10")
+    p.add_argument("--test-digits", default=None, metavar="LO-HI", help="full: 1-15")
+    p.add_argument(
+        "--reverse-output",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="write answers least significant digit first (default: on)",
+    )
+    p.add_argument(
+        "--carry",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="--no-carry draws only sums without any carry (default: carries allowed)",
+    )
+    p.add_argument(
+        "--unequal-operands",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="train on pairs of an n-digit and an m-digit operand, m uniform in 1..n, "
+        "zero-padded (default: on, as the original study; evaluation keeps equal lengths)",
+    )
+    p.add_argument("--layers", type=int, default=None, metavar="L")
+    p.add_argument("--heads", type=int, default=None, metavar="H")
+    p.add_argument("--d-model", type=int, default=None, metavar="D")
+    p.add_argument("--steps", type=int, default=None, metavar="N")
+    p.add_argument("--batch-size", type=int, default=None, metavar="B")
+    p.add_argument("--lr", type=float, default=None, help="peak AdamW learning rate")
+    p.add_argument(
+        "--train-samples",
+        type=int,
+        default=None,
+        metavar="N",
+        help="fixed training set size (0: fresh problems every step)",
+    )
+    p.add_argument("--checkpoint-every", type=int, default=None, metavar="STEPS")
+    p.add_argument("--eval-samples", type=int, default=None, metavar="N", help="per length")
+    p.add_argument("--geometry-contexts", type=int, default=None, metavar="C")
+    p.add_argument(
+        "--control",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also train a control on randomised position ids (full: on, quick: off)",
+    )
+    p.add_argument("--device", default=None, help="cpu (default) or cuda")
+    p.add_argument("--threads", type=int, default=None, metavar="N", help="torch CPU threads")
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--out", default=None, help="run folder (default: runs/arithmetic-<preset>)")
+
+
+def main(args: argparse.Namespace) -> int:
+    study = make_config(args.preset, **{name: getattr(args, name) for name in STUDY_OPTIONS})
+    done = run(ArithmeticRunConfig(study, out=args.out, progress=not args.quiet))
+    for line in summary(done):
+        print(line)
+    return 0

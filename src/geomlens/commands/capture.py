@@ -1,18 +1,31 @@
-"""One function per command: load, window, capture, write the run folder."""
+"""``geomlens capture``, and the run every capturing command shares (``run_command``):
+load, window, capture, analyse, write the run folder; ``CaptureRunConfig``, the config
+the capturing commands' configs extend."""
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 from safetensors import SafetensorError, safe_open
 from threadpoolctl import threadpool_limits
 
 from geomlens.capture.capture import CaptureConfig, check_length, resolve_layers
 from geomlens.commands import lifecycle
+from geomlens.commands.options import (
+    add_capture_options,
+    capture_options,
+    configs,
+    finished,
+    folder_for,
+)
+from geomlens.commands.result import Result, result_of
 from geomlens.corpus import Corpus, Windows, load_corpus, make_windows
 from geomlens.engines import EngineConfig
 from geomlens.engines import capture as engine_capture
@@ -30,7 +43,7 @@ from geomlens.models.loading import load_configured
 from geomlens.models.view import ModelView
 from geomlens.report.claims import claim_records
 from geomlens.stats import DecompositionAccumulator
-from geomlens.stats.decomposition import state_spec
+from geomlens.stats.decomposition import GROUP_STATE, interval_groups, state_spec
 
 SECTIONS = {
     "capture": ("capture",),
@@ -284,10 +297,12 @@ def _run_locked(
     manifest = lifecycle.begin(folder, command, full_config, **record)
     write_json(folder.path / "windows.json", windows_record(windows))
     layers = resolve_layers(view, config.layers)
+    groups = interval_groups(len(layers), windows.n_contexts, windows.length, view.d_model)
     spec = state_spec(
-        layers, windows.n_contexts, windows.length, view.d_model, config.second_moment
+        layers, windows.n_contexts, windows.length, view.d_model, config.second_moment, groups
     )
-    saved = folder.load_stats("decomposition", spec, layers)
+    # a run saved before the interval groups existed is reused without intervals
+    saved = folder.load_stats("decomposition", spec, layers, optional=GROUP_STATE)
     if saved is not None:
         acc = DecompositionAccumulator.from_state_dict(saved)
         timing: dict[str, float] = {}
@@ -311,3 +326,75 @@ def _run_locked(
 def run_capture(config: CaptureConfig, out: str | Path, **kwargs: Any) -> Run:
     """``geomlens capture``: stream the corpus through the model into one run folder."""
     return run_command("capture", config, out, **kwargs)
+
+
+C = TypeVar("C", bound="CaptureRunConfig")
+
+
+@dataclass(frozen=True)
+class CaptureRunConfig:
+    """What ``geomlens capture`` runs; every command that captures first extends it.
+
+    Attributes:
+        capture: what is captured (model, corpus, windows, layers, device, dtype, ...).
+        engine: where the capture runs (this process, or Ray).
+        out: the run folder.
+        progress: show progress bars.
+        checkpoint_every: seconds between saves of resumable progress.
+    """
+
+    capture: CaptureConfig
+    engine: EngineConfig
+    out: str | Path
+    progress: bool = True
+    checkpoint_every: float = 30.0
+
+    command: ClassVar[str] = "capture"
+    """The command, for the default run folder ``runs/<command>-<model>``."""
+
+    @classmethod
+    def of(cls: type[C], arguments: Mapping[str, Any]) -> C:
+        """The config of the Python API's keyword arguments (the command line's options
+        under the same names: ``capture_options``, then the command's own)."""
+        capture, engine = configs(arguments)
+        shared = {"capture", "engine", "out", "progress", "checkpoint_every"}
+        own = {f.name: arguments[f.name] for f in dataclasses.fields(cls) if f.name not in shared}
+        return cls(
+            capture=capture,
+            engine=engine,
+            out=folder_for(cls.command, arguments["out"], arguments["model"]),
+            progress=arguments["progress"],
+            checkpoint_every=arguments["checkpoint_every"],
+            **own,
+        )
+
+    def result(self, runner: Callable[..., Run], view: ModelView | None, **own: Any) -> Result:
+        """The ``Result`` of ``runner`` (``run_capture``, ``run_decompose``, ...) called on
+        this config, the command's ``own`` arguments and ``view``."""
+        done = runner(
+            self.capture,
+            self.out,
+            view=view,
+            progress=self.progress,
+            checkpoint_every_s=self.checkpoint_every,
+            engine=self.engine,
+            **own,
+        )
+        return result_of(self.command, done)
+
+
+def run(config: CaptureRunConfig, *, view: ModelView | None = None) -> Result:
+    """``geomlens capture`` (and ``geomlens.capture(...)``); ``view`` reuses a model
+    already loaded for ``config.capture.model``."""
+    return config.result(run_capture, view)
+
+
+HELP = "stream a corpus through a model into statistics"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_capture_options(parser)
+
+
+def main(args: argparse.Namespace) -> int:
+    return finished(run(CaptureRunConfig.of(capture_options(args))))

@@ -8,20 +8,25 @@ figures to ``figures/``.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 
 from geomlens.analyses.attention_parts import attention_parts
 from geomlens.analyses.decomposition import LayerDecomposition, analyse_layers
+from geomlens.analyses.decomposition_intervals import decomposition_intervals
 from geomlens.analyses.induction import induction_heads
 from geomlens.analyses.qk_basis import qk_positional_basis
 from geomlens.capture.capture import CaptureConfig
 from geomlens.capture.hooks import hidden_states
-from geomlens.commands.capture import run_command
+from geomlens.commands.capture import CaptureRunConfig, run_command
+from geomlens.commands.options import add_capture_options, capture_options, finished
+from geomlens.commands.result import Result
 from geomlens.corpus import Windows
 from geomlens.errors import GeomlensError
 from geomlens.io.runfolder import Run, RunFolder, write_json
@@ -89,11 +94,14 @@ def attention_in_basis(
     n_ctx = min(ATTENTION_CONTEXTS, windows.n_contexts)
     ids = torch.tensor(windows.input_ids[:n_ctx])
     hidden = hidden_states(view, ids, blocks)
-    parts, qk, splits = [], [], []
+    parts, parts_ctx, qk, splits = [], [], [], []
     for block in blocks:
         stats = acc.finalize(block, skip_first=skip)
         try:
             split = attention_parts(view, block, hidden[block], stats, contexts=range(n_ctx))
+            variant = attention_parts(
+                view, block, hidden[block], stats, contexts=range(n_ctx), context="ctx"
+            )
         except GeomlensError as exc:
             return {"unsupported": str(exc)}
         # The W_QK basis always leaves position 0 out: with it, a massive activation at the
@@ -102,13 +110,20 @@ def attention_in_basis(
         k = min(QK_BASIS_MAX, max(QK_BASIS_MIN, basis_ranks[block]))
         basis = qk_positional_basis(view, block, basis_stats, k)
         parts.append(split.to_dict())
+        parts_ctx.append(variant.to_dict())
         qk.append(basis.to_dict())
         splits.append(split)
         if block == blocks[len(blocks) // 2]:  # heatmaps and W_QK for the middle block only
             figures.append((attn_figs.part_heatmaps(split), f"attention_heatmaps_block{block}.png"))
             figures.append((attn_figs.qk_matrix(basis), f"qk_basis_block{block}.png"))
     figures.append((attn_figs.part_shares(splits), "attention_parts.png"))
-    return {"n_contexts": n_ctx, "blocks": blocks, "parts": parts, "qk_basis": qk}
+    return {
+        "n_contexts": n_ctx,
+        "blocks": blocks,
+        "parts": parts,
+        "parts_ctx": parts_ctx,
+        "qk_basis": qk,
+    }
 
 
 def induction(view: ModelView, seed: int, figures: list[tuple[Any, str]]) -> dict[str, Any]:
@@ -139,14 +154,16 @@ def analyse_decomposition(skip_first: bool, seed: int):  # type: ignore[no-untyp
         figures = decomposition_figures(acc, primary, windows)
         wait = save_in_background([(fig, out / name) for fig, name in figures])
         other = analyse_layers(acc, labels, skip_first=not skip_first, seed=seed)
-        folder.merge_metrics(
-            "decomposition",
-            {
-                "skip_first": skip_first,
-                "layers": layer_rows(primary),
-                "other_view": {"skip_first": not skip_first, "layers": layer_rows(other)},
-            },
+        views: list[dict[str, Any]] = [
+            {"skip_first": skip_first, "layers": layer_rows(primary)},
+            {"skip_first": not skip_first, "layers": layer_rows(other)},
+        ]
+        # intervals over contexts for the view without position 0 (the claims' view)
+        skip_rows = views[0] if skip_first else views[1]
+        skip_rows["intervals"] = decomposition_intervals(
+            acc, skip_rows["layers"], labels, seed=seed
         )
+        folder.merge_metrics("decomposition", {**views[0], "other_view": views[1]})
         spectra = {
             ("skip_first" if results[0].skip_first else "all_positions"): {
                 str(r.layer): list(r.pos_singular_values) for r in results
@@ -180,3 +197,37 @@ def run_decompose(
         analyse=analyse_decomposition(skip_first, config.seed),
         **kwargs,
     )
+
+
+@dataclass(frozen=True)
+class DecomposeConfig(CaptureRunConfig):
+    """What ``geomlens decompose`` runs: ``CaptureRunConfig``'s fields, and
+
+    Attributes:
+        skip_first: the primary view leaves position 0 out (both views are computed).
+    """
+
+    skip_first: bool = False
+
+    command: ClassVar[str] = "decompose"
+
+
+def run(config: DecomposeConfig, *, view: ModelView | None = None) -> Result:
+    """``geomlens decompose`` (and ``geomlens.decompose(...)``)."""
+    return config.result(run_decompose, view, skip_first=config.skip_first)
+
+
+HELP = "position/context decomposition of the hidden states"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_capture_options(parser)
+    parser.add_argument(
+        "--skip-first",
+        action="store_true",
+        help="leave position 0 out of every number (both views are computed and kept)",
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    return finished(run(DecomposeConfig.of(capture_options(args, "skip_first"))))

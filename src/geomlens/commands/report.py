@@ -9,19 +9,24 @@ metrics.json equals an uninterrupted run's.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import shutil
 import sys
 import time
 from collections.abc import Callable
 from contextlib import suppress
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import ClassVar
 
 from geomlens.capture.capture import CaptureConfig
 from geomlens.commands import lifecycle
-from geomlens.commands.capture import Analysis, run_command
+from geomlens.commands.capture import Analysis, CaptureRunConfig, run_command
 from geomlens.commands.decompose import analyse_decomposition
+from geomlens.commands.options import add_capture_options, capture_options, finished
+from geomlens.commands.result import Result
 from geomlens.commands.sphere import DEFAULT_PROMPT, analyse_sphere, load_nouns
 from geomlens.commands.walk import KERNEL_WINDOWS, TOP_K, analyse_walk, default_text
 from geomlens.corpus import Windows
@@ -292,3 +297,48 @@ def _report_locked(
     )
     write_report(run.path)
     return open_run(run.path)
+
+
+@dataclass(frozen=True)
+class ReportConfig(CaptureRunConfig):
+    """What ``geomlens report`` runs: ``CaptureRunConfig``'s fields, and
+
+    Attributes:
+        task: the multiple-choice task of the concept tests (None: the default task).
+        limit: items of that task scored.
+        skip_first: the primary view leaves position 0 out (both views are computed).
+    """
+
+    task: str | Path | None = None
+    limit: int = CONCEPT_LIMIT
+    skip_first: bool = False
+
+    command: ClassVar[str] = "report"
+
+
+def run(config: ReportConfig, *, view: ModelView | None = None) -> Result:
+    """``geomlens report`` (and ``geomlens.report(...)``)."""
+    task = None if config.task is None else str(config.task)
+    return config.result(
+        run_report, view, task=task, limit=config.limit, skip_first=config.skip_first
+    )
+
+
+HELP = "every analysis on one capture, in one report.html"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_capture_options(parser)
+    parser.add_argument(
+        "--task", default=None, help="multiple-choice task of the concept tests (default task)"
+    )
+    parser.add_argument("--limit", type=int, default=40, metavar="N", help="task items scored (40)")
+    parser.add_argument(
+        "--skip-first",
+        action="store_true",
+        help="primary view leaves position 0 out (both views are shown)",
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    return finished(run(ReportConfig.of(capture_options(args, "task", "limit", "skip_first"))))

@@ -106,20 +106,20 @@ class Result:
         Gram matrices, heatmaps, head probes, walks and the other static figures are
         matplotlib PNGs: see ``images``.
         """
-        from geomlens.api.figures import figures_of
+        from geomlens.report.run_figures import figures_of
 
         return figures_of(self.folder, self.metrics)
 
     @cached_property
     def images(self) -> dict[str, Path]:
         """The static PNG figures in ``figures/``, by file stem."""
-        from geomlens.api.figures import images_of
+        from geomlens.report.run_figures import images_of
 
         return images_of(self.folder)
 
     def summary(self) -> list[str]:
         """The lines ``geomlens <command>`` prints when it finishes."""
-        from geomlens.api.summaries import SUMMARIES
+        from geomlens.commands.summaries import SUMMARIES
 
         return SUMMARIES[self.command](self.run)
 
@@ -143,7 +143,7 @@ class Result:
 
 def open_result(folder: str | Path) -> Result:
     """The ``Result`` of a finished run folder written by any command (or the API)."""
-    from geomlens.api.summaries import SUMMARIES
+    from geomlens.commands.summaries import SUMMARIES
 
     run = open_run(folder)  # refuses a folder without a finished run
     command = run.manifest.get("command")

@@ -10,12 +10,14 @@ go to ``metrics.json`` under "sphere"; token tables to ``sphere_heads.json`` and
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -26,7 +28,9 @@ from geomlens.analyses import sphere as sph
 from geomlens.analyses.word_frequency import english_zipf
 from geomlens.capture.capture import CaptureConfig
 from geomlens.capture.hooks import base_kwargs, hidden_states
-from geomlens.commands.capture import run_command
+from geomlens.commands.capture import CaptureRunConfig, run_command
+from geomlens.commands.options import add_capture_options, capture_options, finished, parse_layers
+from geomlens.commands.result import Result
 from geomlens.corpus import Windows, load_corpus
 from geomlens.errors import GeomlensError, short_list
 from geomlens.io.progress import Step, StepLines, quiet
@@ -314,3 +318,52 @@ def run_sphere(
         ),
         **kwargs,
     )
+
+
+@dataclass(frozen=True)
+class SphereConfig(CaptureRunConfig):
+    """What ``geomlens sphere`` runs: ``CaptureRunConfig``'s fields, and
+
+    Attributes:
+        nouns: a file of probe nouns, one per line (None: the packaged list).
+        prompt: the prompt of the logit lens (None: ``DEFAULT_PROMPT``).
+        probe_layers: blocks whose heads and FFN rows are probed (None: first, middle,
+            last).
+    """
+
+    nouns: str | Path | None = None
+    prompt: str | None = None
+    probe_layers: Sequence[int] | None = None
+
+    command: ClassVar[str] = "sphere"
+
+
+def run(config: SphereConfig, *, view: ModelView | None = None) -> Result:
+    """``geomlens sphere`` (and ``geomlens.sphere(...)``)."""
+    return config.result(
+        run_sphere,
+        view,
+        nouns=None if config.nouns is None else str(config.nouns),
+        prompt=config.prompt if config.prompt is not None else DEFAULT_PROMPT,
+        layers=None if config.probe_layers is None else tuple(config.probe_layers),
+    )
+
+
+HELP = "layer norm and the hypersphere (Molina 2023)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_capture_options(parser)
+    parser.add_argument("--nouns", default=None, metavar="FILE", help="probe nouns, one per line")
+    parser.add_argument("--prompt", default=None, metavar="TEXT", help="prompt of the logit lens")
+    parser.add_argument(
+        "--probe-layers",
+        type=parse_layers,
+        default=None,
+        help="blocks whose heads and FFN rows are probed (default: first, middle, last)",
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    arguments = capture_options(args, "nouns", "prompt", "probe_layers")
+    return finished(run(SphereConfig.of(arguments)))

@@ -15,11 +15,13 @@ cross-attention, under ``"decoder"``.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -55,7 +57,9 @@ from geomlens.analyses.walks import (
 )
 from geomlens.capture.capture import CaptureConfig
 from geomlens.capture.store import save_file_atomic as save_file
-from geomlens.commands.capture import run_command
+from geomlens.commands.capture import CaptureRunConfig, run_command
+from geomlens.commands.options import add_capture_options, capture_options, finished
+from geomlens.commands.result import Result
 from geomlens.corpus import Windows
 from geomlens.errors import GeomlensError
 from geomlens.io.files import write_text_atomic
@@ -560,3 +564,44 @@ def summary_lines(run: Run) -> list[str]:
         for mode, d in decoding.items():
             lines.append(f"  {mode}: {json.dumps(d['text'])}")
     return lines
+
+
+@dataclass(frozen=True)
+class WalkConfig(CaptureRunConfig):
+    """What ``geomlens walk`` runs: ``CaptureRunConfig``'s fields, and
+
+    Attributes:
+        text: the text walked (None: ``default_text()``).
+        text_file: read the text from this file instead (wins over ``text``).
+        generate: tokens generated in the decoding walks (0: none).
+    """
+
+    text: str | None = None
+    text_file: str | Path | None = None
+    generate: int = 0
+
+    command: ClassVar[str] = "walk"
+
+
+def run(config: WalkConfig, *, view: ModelView | None = None) -> Result:
+    """``geomlens walk`` (and ``geomlens.walk(...)``); ``view`` is loaded with eager
+    attention."""
+    text = config.text if config.text_file is None else read_text_file(str(config.text_file))
+    return config.result(run_walk, view, text=text, generate=config.generate)
+
+
+HELP = "movement through embedding space (Singh 2023)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_capture_options(parser)
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--text", default=None, help="the text walked (default: a few-shot prompt)")
+    source.add_argument("--text-file", default=None, metavar="F", help="read the text from F")
+    parser.add_argument(
+        "--generate", type=int, default=0, metavar="N", help="decoding walks of N tokens"
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    return finished(run(WalkConfig.of(capture_options(args, "text", "text_file", "generate"))))

@@ -1,0 +1,86 @@
+"""``geomlens models``: the bundled models, or with ``--families`` the supported families."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+HELP = "list the bundled models (or the supported families)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--families",
+        action="store_true",
+        help="list the supported model families, their layouts and options",
+    )
+
+
+def print_table(rows: list[dict[str, Any]], cols: list[str]) -> None:
+    """Rows as aligned columns under a header."""
+    table = [cols] + [[str(r[c]) for c in cols] for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(cols))]
+    for row in table:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)).rstrip())
+
+
+def families(args: argparse.Namespace) -> int:
+    """The supported families: position scheme, block layout, norms, what else each handles."""
+    from geomlens.models.families import FAMILIES
+    from geomlens.models.loading import gguf_architectures
+
+    gguf = gguf_architectures()
+    rows = []
+    for family in FAMILIES:
+        row = family.describe()
+        row["gguf"] = any(t in gguf or family.name in gguf for t in family.model_types)
+        row["verified_by"] = (
+            f"tests/test_families.py (rows {family.name}*), tests/test_family_commands.py"
+        )
+        rows.append(row)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for row in rows:
+        row["features"] = ", ".join(row["features"]) or "-"
+        row["gguf"] = "yes" if row["gguf"] else "-"
+    print_table(rows, ["family", "position", "layout", "norm", "gguf", "features"])
+    print(
+        "\nEach family is checked against Hugging Face on tiny random models "
+        "(tests/test_families.py) and runs every command (tests/test_family_commands.py)."
+    )
+    return 0
+
+
+def main(args: argparse.Namespace) -> int:
+    from geomlens.models import BUNDLED
+
+    if args.families:
+        return families(args)
+
+    rows = [
+        {
+            "name": m.name,
+            "family": m.family,
+            "layers": m.n_layers,
+            "d_model": m.d_model,
+            "heads": m.n_heads,
+            "kv_heads": m.n_kv_heads,
+            "position": m.position,
+            "installed": m.installed,
+            "install": m.install,
+        }
+        for m in BUNDLED.values()
+    ]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print_table(
+        rows, ["name", "family", "layers", "d_model", "heads", "kv_heads", "position", "installed"]
+    )
+    missing = [r for r in rows if not r["installed"]]
+    for r in missing:
+        print(f"\n{r['name']} is not installed: {r['install']}")
+    return 0
