@@ -191,20 +191,20 @@ class DecompositionAccumulator:
         finite = torch.isfinite(torch.cat([part[4] for part in parts]))
         if not bool(finite.all()):  # one device-to-host read per batch
             raise NonFiniteError(self.layers[int(finite.logical_not().nonzero()[0, 0])])
-        for rows, pos, ctx, first, sumsq, second in parts:
+        for rows, pos, ctx, first, sumsq, second, row_sq in parts:
             self.pos_sum[rows] += pos
             self.ctx_sum[rows].index_add_(1, idx, ctx)
             self.first[rows].index_copy_(1, idx, first)
             self.sumsq[rows] += sumsq
             if self.second is not None and second is not None:
                 self.second[rows] += second
-        if self.group_pos_sum is not None and self.ctx_sumsq is not None:
+            if self.ctx_sumsq is not None and row_sq is not None:
+                self.ctx_sumsq[rows].index_add_(1, idx, row_sq)
+        if self.group_pos_sum is not None:
             group = self.group_of[idx]
-            for group_rows in self._groups(batch):
-                h = torch.stack([batch.hidden[layer] for layer in self.layers[group_rows]])
-                h64 = h.to(self.seen.device, torch.float64)
-                self.group_pos_sum[group_rows].index_add_(1, group, h64.to(torch.float32))
-                self.ctx_sumsq[group_rows].index_add_(1, idx, h64.square().sum((2, 3)))
+            for i, layer in enumerate(self.layers):
+                h = batch.hidden[layer].to(self.seen.device, torch.float32)
+                self.group_pos_sum[i].index_add_(0, group, h)
         self.seen.index_add_(0, idx, torch.ones_like(idx))
 
     def _groups(self, batch: CapturedBatch) -> list[slice]:
@@ -217,8 +217,17 @@ class DecompositionAccumulator:
 
     def _group_sums(
         self, batch: CapturedBatch, rows: slice
-    ) -> tuple[slice, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """One group's sums: (rows, pos [g,T,d], ctx [g,B,d], first [g,B,d], sumsq [g], second).
+    ) -> tuple[
+        slice,
+        torch.Tensor,
+        torch.Tensor,
+        torch.Tensor,
+        torch.Tensor,
+        torch.Tensor | None,
+        torch.Tensor | None,
+    ]:
+        """One group's sums: (rows, pos [g,T,d], ctx [g,B,d], first [g,B,d], sumsq [g],
+        second, row_sq [g,B] each context's sum of squares, kept with interval groups).
 
         One float64 copy of the group, read by each sum: casting inside every reduction
         would copy once per sum, and these copies, not the sums, bound the time on a GPU.
@@ -237,7 +246,8 @@ class DecompositionAccumulator:
             second = torch.bmm(rest.transpose(1, 2), rest).double() + torch.bmm(
                 first.transpose(1, 2), first
             )
-        return rows, h64.sum(1), h64.sum(2), h64[:, :, 0].clone(), sumsq, second
+        row_sq = h64.square().sum((2, 3)) if self.groups else None
+        return rows, h64.sum(1), h64.sum(2), h64[:, :, 0].clone(), sumsq, second, row_sq
 
     def merge(self, other: DecompositionAccumulator) -> DecompositionAccumulator:
         """Add another shard's sums into this one (in place) and return self."""
