@@ -40,15 +40,14 @@ def local_run(view, windows, config, threads: int) -> float:
 
 
 def ray_run(view, windows, config, workers: int, threads: int) -> dict[str, float]:
-    from geomlens.engines import EngineConfig
+    from geomlens.engines import CaptureJob, EngineConfig
     from geomlens.engines.ray import capture_ray
     from geomlens.io.runfolder import RunFolder
 
     engine = EngineConfig(name="ray", workers=workers, threads=threads)
     with tempfile.TemporaryDirectory() as tmp:
-        _, timing = capture_ray(
-            view, windows, config, RunFolder(tmp), engine, progress=False, checkpoint_every_s=1e9
-        )
+        job = CaptureJob(view, windows, config, RunFolder(tmp), False, checkpoint_every_s=1e9)
+        _, timing = capture_ray(job, engine)
     return timing
 
 

@@ -60,6 +60,20 @@ def test_only_the_lifecycle_claims_folders_and_writes_manifests():
     assert found == [], "\n".join(found)
 
 
+def test_every_hook_is_put_on_in_the_one_hook_module():
+    """capture/hooks.py is the one place a forward hook is registered on a model; the
+    capture, its taps and the analyses use its recorders."""
+    found = []
+    for path in sorted((ROOT / "src" / "geomlens").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel == "src/geomlens/capture/hooks.py":
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if "register_forward" in line:
+                found.append(f"{rel}:{number}: {line.strip()}")
+    assert found == [], "\n".join(found)
+
+
 def test_the_package_root_holds_only_the_entry_points_and_imports_flow_one_way():
     """commands -> report -> analyses -> stats/capture -> models/corpus: no package imports
     one above it (the API and the CLI sit on the commands)."""

@@ -12,12 +12,13 @@ from contextlib import contextmanager
 import numpy as np
 import pytest
 import torch
+from safetensors.torch import load_file
 
-from geomlens.capture import CaptureConfig, hidden_states
+from geomlens.capture import CaptureConfig
 from geomlens.cli import main
 from geomlens.commands.capture import run_capture
 from geomlens.corpus import make_windows
-from geomlens.engines import EngineConfig
+from geomlens.engines import CaptureJob, EngineConfig
 from geomlens.engines.merge import merge_shards, tree_reduce
 from geomlens.engines.shards import ShardResult, capture_shard, plan_shards
 from geomlens.errors import GeomlensError
@@ -172,19 +173,27 @@ def test_ray_gives_the_local_metrics_statistics_and_activations(
 def test_killed_worker_is_retried_and_every_shard_counts_once(
     ray_instance, minilm, windows, tmp_path
 ):
-    """Resumes after a checkpoint of 1 batch; a worker is SIGKILLed after the first shard."""
+    """Resumes after a checkpoint of 1 batch; a worker is SIGKILLed after the first shard.
+    The capture also fills taps (norms over 3 windows, attention over 5): each worker
+    rebuilds them, and they add up to the local capture's, every window once."""
+    from geomlens.capture.taps import Taps, batch_hidden_states
+    from geomlens.commands.capture import tap_factory
     from geomlens.engines.ray import capture_ray
 
     config = CaptureConfig(**{**CONFIG.to_dict(), "batch_size": 1, "save_activations": False})
     view = minilm
+    factory = tap_factory(norms=3, attention=5)
     folder = RunFolder(tmp_path / "run")
     folder.path.mkdir()
     layers = list(range(view.n_layers + 1))
     groups = interval_groups(len(layers), 8, 32, view.d_model)  # as the capture keeps them
     first = DecompositionAccumulator(layers, 8, 32, view.d_model, True, groups=groups)
     ids = torch.tensor(windows.input_ids)
-    first.update(CapturedBatch(hidden_states(view, ids[:1], layers), torch.arange(1)))
-    folder.save_checkpoint(first.state_dict(), 1)  # as a local run interrupted after batch 1
+    first_taps = Taps.made(view, factory)
+    hidden = batch_hidden_states(view, ids[:1], layers, first_taps, 0)
+    first.update(CapturedBatch(hidden, torch.arange(1)))
+    # as a local run interrupted after batch 1
+    folder.save_checkpoint(first.state_dict() | first_taps.state_dict(), 1)
 
     killed: list[int] = []
 
@@ -194,14 +203,17 @@ def test_killed_worker_is_retried_and_every_shard_counts_once(
             os.kill(result.worker, signal.SIGKILL)
 
     engine = EngineConfig(name="ray", workers=2, threads=1)  # 7 batches left: 7 shards
-    acc, timing = capture_ray(
-        view, windows, config, folder, engine, progress=False, on_shard=kill_once
-    )
+    taps = Taps.made(view, factory)
+    job = CaptureJob(view, windows, config, folder, progress=False, taps=taps)
+    acc, timing = capture_ray(job, engine, on_shard=kill_once)
     print(f"killed worker {killed}; timing {timing}")
     assert killed and timing["shards"] == 7 and timing["tokens"] == 7 * 32
     assert acc.complete and bool((acc.seen == 1).all())
-    local = run_capture(config, tmp_path / "local", view=minilm, progress=False)
+    local = run_capture(config, tmp_path / "local", view=minilm, progress=False, taps=factory)
     assert_states_close(acc.state_dict(), local.decomposition.state_dict())
+    local_taps = load_file(str(local.path / "stats" / "taps.safetensors"))
+    assert_states_close(taps.state_dict(), local_taps)
+    assert int(taps.state_dict()["tap.attention.refactor.tokens"]) == 5 * 32
 
 
 def test_missing_ray_is_one_sentence_with_the_install_command(monkeypatch, capsys, tmp_path):

@@ -1,6 +1,7 @@
-"""The report, killed with SIGKILL in the middle of its sphere stage, resumes from its
-finished stages and ends with the same metrics.json, byte for byte, as an uninterrupted
-run of the same command."""
+"""The report, killed with SIGKILL in the middle of its sphere stage and again in the
+middle of its walk stage, resumes from its finished stages (their statistics were filled
+by the capture, see capture/taps.py) and ends with the same metrics.json, byte for byte,
+as an uninterrupted run of the same command."""
 
 from __future__ import annotations
 
@@ -24,19 +25,29 @@ def geomlens(*argv: str) -> subprocess.Popen:
     )
 
 
-def test_report_killed_during_the_sphere_stage_resumes_to_identical_metrics(tmp_path: Path):
-    killed = tmp_path / "killed"
-    process = geomlens(*ARGS, "--out", str(killed))
-    stages = killed / "stages.json"
+def kill_when_stages_are(process: subprocess.Popen, stages: Path, done: list[str]) -> None:
+    """SIGKILL the report once ``stages.json`` lists ``done`` (the next stage is running)."""
     deadline = time.monotonic() + 600
-    while not (stages.exists() and json.loads(stages.read_text() or "[]") == ["decomposition"]):
-        assert process.poll() is None, "the report ended before its sphere stage"
-        assert time.monotonic() < deadline, "the decomposition stage never finished"
+    while not (stages.exists() and json.loads(stages.read_text() or "[]") == done):
+        assert process.poll() is None, f"the report ended before the stage after {done}"
+        assert time.monotonic() < deadline, f"the stages {done} never finished"
         time.sleep(0.05)
-    os.killpg(process.pid, signal.SIGKILL)  # the sphere stage is running: kill -9
+    os.killpg(process.pid, signal.SIGKILL)  # kill -9
     process.wait()
     assert process.returncode == -signal.SIGKILL
-    assert json.loads(stages.read_text()) == ["decomposition"]
+    assert json.loads(stages.read_text()) == done
+
+
+def test_report_killed_during_the_sphere_and_walk_stages_resumes_to_identical_metrics(
+    tmp_path: Path,
+):
+    killed = tmp_path / "killed"
+    stages = killed / "stages.json"
+    kill_when_stages_are(geomlens(*ARGS, "--out", str(killed)), stages, ["decomposition"])
+    assert not (killed / "report.html").exists()
+    assert (killed / "stats" / "taps.safetensors").exists()  # the sphere's and walk's inputs
+    resumed = geomlens(*ARGS, "--out", str(killed))
+    kill_when_stages_are(resumed, stages, ["decomposition", "sphere"])
     assert not (killed / "report.html").exists()
 
     resumed = geomlens(*ARGS, "--out", str(killed))

@@ -38,7 +38,7 @@ def _prompt(view: ModelView) -> tuple[list[int], dict[int, torch.Tensor]]:
 
 
 def test_identity_smollm2_rmsnorm(smollm2, bbc):
-    stats = norm_pass(smollm2, _windows(smollm2, bbc), batch_size=2)
+    stats = norm_pass(smollm2, _windows(smollm2, bbc))
     names = [s.name for s in stats]
     assert len(names) == 2 * smollm2.n_layers + 1 and names[-1] == "final_norm"
     ident = sph.identity_result(stats, 2, "float32")
@@ -52,7 +52,7 @@ def test_identity_smollm2_rmsnorm(smollm2, bbc):
 
 
 def test_identity_minilm_layernorm(minilm, bbc):
-    stats = norm_pass(minilm, _windows(minilm, bbc), batch_size=2)
+    stats = norm_pass(minilm, _windows(minilm, bbc))
     names = [s.name for s in stats]
     assert names[0] == "embedding_norm" and len(names) == 1 + 2 * minilm.n_layers
     assert sph.identity_result(stats, 2, "float32").max_rel_err <= 1e-5
@@ -221,7 +221,7 @@ def test_gpt2_tiny_layernorm_with_bias():
                 p.add_(0.2 * torch.randn_like(p))
     view = GPT2.build(model, None, "tiny-gpt2", "memory")
     ids = torch.randint(0, 96, (2, 12), generator=torch.Generator().manual_seed(0))
-    stats = norm_pass(view, ids, batch_size=2)
+    stats = norm_pass(view, ids)
     assert len(stats) == 5 and sph.identity_result(stats, 2, "float32").max_rel_err <= 1e-5
     hidden = {k: v[0] for k, v in hidden_states(view, ids[:1], range(3)).items()}
     with torch.inference_mode():
@@ -248,7 +248,7 @@ def small_umap(monkeypatch):
 def _config(model: str):
     from geomlens.capture import CaptureConfig
 
-    return CaptureConfig(model=model, contexts=2, length=16, batch_size=2)
+    return CaptureConfig(model=model, contexts=2, length=16)
 
 
 def test_run_sphere_smollm2(smollm2, tmp_path, small_umap):

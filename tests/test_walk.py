@@ -328,10 +328,11 @@ def test_cli_text_options(tmp_path, capsys):
 
 
 def test_kernel_batch_fits_the_attention_budget():
-    from geomlens.commands.walk import ATTENTION_BYTES, KERNEL_BATCH, kernel_batch
+    from geomlens.capture.taps import ATTENTION_BYTES, TAP_CHUNK
+    from geomlens.capture.taps import attention_chunk as kernel_batch
 
     smol = SimpleNamespace(n_layers=30, n_heads=9)
-    assert kernel_batch(smol, 128) == KERNEL_BATCH  # the default report: unchanged
+    assert kernel_batch(smol, 128) == TAP_CHUNK  # the default report: unchanged
     big = SimpleNamespace(n_layers=24, n_heads=16)
     assert kernel_batch(big, 1024) == 1  # 1.6 GB a window: one at a time, never none
     assert kernel_batch(big, 256) * 24 * 16 * 256**2 * 4 <= ATTENTION_BYTES

@@ -152,7 +152,7 @@ def test_kernels_of_all_three_attentions_equal_numpy(views: dict[str, ModelView]
     T = 12
     ids = torch.randint(5, 2000, (3, T), generator=torch.Generator().manual_seed(1))
     windows = SimpleNamespace(input_ids=ids.numpy(), n_contexts=3)
-    enc, _ = kernels_and_refactor(view, windows, 3, batch=2)  # type: ignore[arg-type]
+    enc, _ = kernels_and_refactor(view, windows, 3)  # type: ignore[arg-type]
     own, cross = decoder_kernels(view, windows, 3, batch=2)  # type: ignore[arg-type]
     out = seq2seq_forward(view, ids, decoder_inputs(view, ids), output_attentions=True)
     assert torch.allclose(record_attention(view, ids).attn[0], out.encoder_attentions[0])

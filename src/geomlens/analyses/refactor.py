@@ -11,7 +11,8 @@ For encoder-decoders it also records what the decoder's self- and cross-attentio
 
 from __future__ import annotations
 
-from contextlib import ExitStack
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,32 +20,22 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from geomlens.analyses.attention_parts import block_scores
 from geomlens.analyses.induction import layer_attention_weights
+from geomlens.analyses.kernels import EmpiricalKernel, KernelAccumulator
 from geomlens.analyses.similarity import seq2seq_forward
+from geomlens.capture.hooks import (
+    AttentionRecord,
+    attention_record,
+    attention_sites,
+    recording_inputs,
+)
 from geomlens.errors import GeomlensError
 from geomlens.models.view import HeadWeights, ModelView
-from geomlens.stats.base import check_state
+from geomlens.stats.base import StateParts, check_state
 from geomlens.stats.rounding import sig
 
 Array = npt.NDArray[np.float64]
-
-
-@dataclass(frozen=True)
-class AttentionRecord:
-    """What one forward pass fed each block's attention, and what it produced.
-
-    Attributes:
-        block_in: [L, B, T, d] the residual stream entering each block.
-        x: [L, B, T, d] the value projection's input (the normalised stream for pre-norm).
-        out: [L, B, T, d] the output projection's output (before any residual or norm).
-        attn: L tensors [B, H, T, T], each block's attention probabilities (not stacked:
-            at long T they are the largest thing recorded).
-    """
-
-    block_in: torch.Tensor
-    x: torch.Tensor
-    out: torch.Tensor
-    attn: tuple[torch.Tensor, ...]
 
 
 def record_attention(view: ModelView, input_ids: torch.Tensor) -> AttentionRecord:
@@ -56,39 +47,9 @@ def record_attention(view: ModelView, input_ids: torch.Tensor) -> AttentionRecor
     Raises:
         GeomlensError: without eager attention.
     """
-    rec: dict[str, dict[int, torch.Tensor]] = {"block_in": {}, "x": {}, "out": {}}
-
-    def keep(kind: str, i: int):  # type: ignore[no-untyped-def]
-        def pre(module: Any, args: tuple, kwargs: dict) -> None:
-            value = args[0] if args else kwargs["hidden_states"]
-            rec[kind][i] = value.detach().float().cpu()
-
-        return pre
-
-    def keep_out(i: int):  # type: ignore[no-untyped-def]
-        def post(module: Any, args: Any, output: Any) -> None:
-            rec["out"][i] = output.detach().float().cpu()
-
-        return post
-
-    with ExitStack() as stack:
-        for block in view.blocks:
-            i = block.index
-            hooks = [
-                block.module.register_forward_pre_hook(keep("block_in", i), with_kwargs=True),
-                block.attn.value_in.register_forward_pre_hook(keep("x", i), with_kwargs=True),
-                block.attn.output.register_forward_hook(keep_out(i)),
-            ]
-            for h in hooks:
-                stack.callback(h.remove)
+    with attention_sites(view) as sites:
         attn = layer_attention_weights(view, input_ids)
-    L = view.n_layers
-    return AttentionRecord(
-        block_in=torch.stack([rec["block_in"][i] for i in range(L)]),
-        x=torch.stack([rec["x"][i] for i in range(L)]),
-        out=torch.stack([rec["out"][i] for i in range(L)]),
-        attn=attn,
-    )
+    return attention_record(sites, attn, view.n_layers)
 
 
 @dataclass(frozen=True)
@@ -119,21 +80,8 @@ def record_seq2seq_attention(
     Raises:
         GeomlensError: when the model returns no attention weights (no eager attention).
     """
-    cross: dict[int, torch.Tensor] = {}
-
-    def keep(i: int):  # type: ignore[no-untyped-def]
-        def pre(module: Any, args: tuple, kwargs: dict) -> None:
-            value = args[0] if args else kwargs["hidden_states"]
-            cross[i] = value.detach().float().cpu()
-
-        return pre
-
-    with ExitStack() as stack:
-        for block in view.decoder_blocks:
-            hook = block.cross_attention.register_forward_pre_hook(  # type: ignore[attr-defined]
-                keep(block.index), with_kwargs=True
-            )
-            stack.callback(hook.remove)
+    modules = {b.index: b.cross_attention for b in view.decoder_blocks}  # type: ignore[attr-defined]
+    with recording_inputs(modules) as cross:  # type: ignore[arg-type]
         out = seq2seq_forward(
             view, input_ids, decoder_input_ids, output_hidden_states=True, output_attentions=True
         )
@@ -147,7 +95,7 @@ def record_seq2seq_attention(
     return Seq2SeqAttentionRecord(
         decoder_in=torch.stack([h.float().cpu() for h in out.decoder_hidden_states[:L]]),
         self_attn=torch.stack([a.float().cpu() for a in out.decoder_attentions]),
-        cross_x=torch.stack([cross[i] for i in range(L)]),
+        cross_x=torch.stack([cross[i].float().cpu() for i in range(L)]),
         cross_attn=torch.stack([a.float().cpu() for a in out.cross_attentions]),
         encoded=out.encoder_last_hidden_state.float().cpu(),
     )
@@ -325,3 +273,47 @@ def refactor_check(view: ModelView, input_ids: torch.Tensor) -> RefactorResult:
     acc = RefactorAccumulator(view)
     acc.update(record_attention(view, input_ids))
     return acc.finalize()
+
+
+class AttentionTap(StateParts):
+    """The position kernels and the refactoring check of the main stack over the first
+    ``windows`` windows of the capture (a ``Tap``, see ``capture.taps``): each tapped pass
+    records what every block's attention saw and produced, and its probabilities."""
+
+    attention = True
+    what = "attention-tap"
+
+    def __init__(self, view: ModelView, windows: int):
+        self.windows = windows
+        self.view = view
+        self.kernels = KernelAccumulator(view.n_layers, view.n_heads, causal=not view.is_encoder)
+        self.refactor = RefactorAccumulator(view)
+        self._sites: dict[str, dict[int, torch.Tensor]] = {}
+
+    @contextmanager
+    def during(self, view: ModelView) -> Iterator[None]:
+        with attention_sites(view) as sites:
+            self._sites = sites
+            yield
+
+    def after(self, attentions: Sequence[torch.Tensor] | None) -> None:
+        """Add the pass just run to the kernels and the refactoring check."""
+        assert attentions is not None
+        self.update(attention_record(self._sites, attentions, self.view.n_layers))
+        self._sites = {}
+
+    def update(self, rec: AttentionRecord) -> None:
+        self.refactor.update(rec)
+        for l in range(self.view.n_layers):
+            self.kernels.update(l, rec.attn[l], block_scores(self.view, l, rec.block_in[l]))
+
+    def merge(self, other: AttentionTap) -> AttentionTap:
+        self.kernels.merge(other.kernels)
+        self.refactor.merge(other.refactor)
+        return self
+
+    def parts(self) -> dict[str, Any]:
+        return {"kernels": self.kernels, "refactor": self.refactor}
+
+    def finalize(self) -> tuple[EmpiricalKernel, RefactorResult]:
+        return self.kernels.finalize(), self.refactor.finalize()

@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from geomlens.capture.hooks import hidden_states
+from geomlens.capture.hooks import hidden_states, recording_inputs
 from geomlens.models.view import ModelView, NormView
 from geomlens.stats.rounding import sig
 
@@ -72,17 +72,11 @@ def _decoder_hidden(view: ModelView, input_ids: torch.Tensor) -> list[torch.Tens
     ``final_norm``).
     """
     assert view.final_norm is not None
-    raw: list[torch.Tensor] = []
-    hook = view.final_norm.module.register_forward_pre_hook(
-        lambda module, args: raw.append(args[0].detach())
-    )
-    try:
+    with recording_inputs({"final_norm": view.final_norm.module}) as raw:
         out = seq2seq_forward(
             view, input_ids[None], decoder_inputs(view, input_ids)[None], output_hidden_states=True
         )
-    finally:
-        hook.remove()
-    return [h[0] for h in out.decoder_hidden_states[:-1]] + [raw[-1][0]]
+    return [h[0] for h in out.decoder_hidden_states[:-1]] + [raw["final_norm"][0]]
 
 
 def layer_stack(

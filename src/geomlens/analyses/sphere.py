@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,9 +23,10 @@ import numpy.typing as npt
 import torch
 
 from geomlens.analyses.vocab import Columns, per_token, scan_vocab
+from geomlens.capture.hooks import on_outputs
 from geomlens.errors import GeomlensError
 from geomlens.models.view import ModelView, NormView
-from geomlens.stats.base import check_state
+from geomlens.stats.base import StateParts, check_state
 from geomlens.stats.intervals import mean_difference
 from geomlens.stats.rounding import sig
 
@@ -263,6 +265,45 @@ def model_norms(view: ModelView) -> list[tuple[str, NormView, int | None]]:
     if view.final_norm is not None:
         out.append(("final_norm", view.final_norm, view.n_layers))
     return out
+
+
+class NormTap(StateParts):
+    """Every norm's ``NormStats`` over the first ``windows`` windows of the capture (a
+    ``Tap``, see ``capture.taps``): hooks on each norm module feed it its inputs and
+    outputs as the capture runs them."""
+
+    attention = False
+    what = "norm-statistics"
+
+    def __init__(self, view: ModelView, windows: int):
+        self.windows = windows
+        self.norms = {name: norm for name, norm, _ in model_norms(view)}
+        self.stats = {
+            name: NormStats(name, norm.kind, int(norm.weight.shape[-1]), layer)
+            for name, norm, layer in model_norms(view)
+        }
+
+    def during(self, view: ModelView) -> AbstractContextManager[None]:
+        modules = {name: norm.module for name, norm in self.norms.items()}
+        return on_outputs(modules, self._update)
+
+    def _update(self, name: str, x: torch.Tensor, y: torch.Tensor) -> None:
+        self.stats[name].update(x, y, self.norms[name])
+
+    def after(self, attentions: Sequence[torch.Tensor] | None) -> None:
+        """Nothing: the hooks did the work."""
+
+    def merge(self, other: NormTap) -> NormTap:
+        for name, stats in self.stats.items():
+            stats.merge(other.stats[name])
+        return self
+
+    def parts(self) -> dict[str, NormStats]:
+        return self.stats
+
+    def finalize(self) -> list[NormStats]:
+        """Each norm's statistics, in forward order."""
+        return list(self.stats.values())
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from geomlens.capture.hooks import hidden_states
 from geomlens.capture.interrupt import stop_at_batch_boundary
 from geomlens.capture.store import write_shard
+from geomlens.capture.taps import Taps, batch_hidden_states
 from geomlens.corpus import Windows
 from geomlens.errors import GeomlensError, short_list
 from geomlens.io.progress import token_bar
@@ -133,6 +133,11 @@ def check_length(view: ModelView, length: int) -> None:
         )
 
 
+def progress_state(acc: DecompositionAccumulator, taps: Taps | None) -> dict[str, torch.Tensor]:
+    """What a checkpoint saves: the decomposition's state and its taps' (``tap.*``)."""
+    return acc.state_dict() | (taps.state_dict() if taps else {})
+
+
 def update_or_save(
     acc: DecompositionAccumulator,
     captured: CapturedBatch,
@@ -140,13 +145,15 @@ def update_or_save(
     batch: int,
     n_batches: int,
     rows: slice,
+    taps_before: dict[str, torch.Tensor] | None = None,
 ) -> None:
-    """``acc.update``; on NaN or inf, the batches before are saved and one sentence says
-    which batch and contexts held them (the accumulator is left as it was)."""
+    """``acc.update``; on NaN or inf, the batches before are saved (with the taps' state
+    before this batch, ``taps_before``) and one sentence says which batch and contexts
+    held them (the accumulator is left as it was)."""
     try:
         acc.update(captured)
     except NonFiniteError as exc:
-        folder.save_checkpoint(acc.state_dict(), batch)
+        folder.save_checkpoint(acc.state_dict() | (taps_before or {}), batch)
         kept = (
             f"batches 1-{batch} before it are saved in {folder.path}"
             if batch
@@ -168,8 +175,10 @@ def capture_windows(
     checkpoint_every_s: float = 30.0,
     progress: bool = True,
     activations: str | None = None,
+    taps: Taps | None = None,
 ) -> tuple[DecompositionAccumulator, dict[str, float]]:
-    """Stream every window through the model into a decomposition accumulator.
+    """Stream every window through the model into a decomposition accumulator (and
+    ``taps``, filled from the first windows in the same passes: see ``capture.taps``).
 
     Resumes from the folder's checkpoint if there is one; saves a checkpoint at most every
     ``checkpoint_every_s`` seconds, on Ctrl-C/SIGTERM, and before reporting bad values.
@@ -188,7 +197,7 @@ def capture_windows(
         device=view.device,
         groups=interval_groups(len(layers), n_c, n_t, view.d_model),
     )
-    start = folder.resume_into(acc, b)
+    start = folder.resume_into(acc, b, taps)
     n_batches = math.ceil(n_c / b)
     input_ids = torch.from_numpy(np.array(windows.input_ids, dtype=np.int64))
     labels = torch.from_numpy(np.array(windows.labels, dtype=np.int64))
@@ -199,8 +208,10 @@ def capture_windows(
         for batch in range(start, n_batches):
             rows = slice(batch * b, min(n_c, (batch + 1) * b))
             ids, index = input_ids[rows], torch.arange(n_c)[rows]
-            hidden = hidden_states(view, ids, layers)
-            update_or_save(acc, CapturedBatch(hidden, index), folder, batch, n_batches, rows)
+            before = taps.state_dict() if taps else None
+            hidden = batch_hidden_states(view, ids, layers, taps, rows.start)
+            captured = CapturedBatch(hidden, index)
+            update_or_save(acc, captured, folder, batch, n_batches, rows, before)
             if config.save_activations:
                 write_shard(
                     folder.path / "activations" if activations is None else activations,
@@ -216,14 +227,14 @@ def capture_windows(
             done = batch + 1
             now = time.perf_counter()
             if stop.requested:
-                folder.save_checkpoint(acc.state_dict(), done)
+                folder.save_checkpoint(progress_state(acc, taps), done)
                 bar.close()
                 raise GeomlensError(
                     f"interrupted ({stop.signal_name}) after batch {done} of {n_batches}; "
                     f"progress is saved in {folder.path}: rerun the same command to resume."
                 )
             if done < n_batches and now - last_save >= checkpoint_every_s:
-                folder.save_checkpoint(acc.state_dict(), done)
+                folder.save_checkpoint(progress_state(acc, taps), done)
                 last_save = now
     bar.close()
     seconds = time.perf_counter() - t0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -13,10 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+import numpy as np
+import torch
 from safetensors import SafetensorError, safe_open
 from threadpoolctl import threadpool_limits
 
+from geomlens.analyses.refactor import AttentionTap
+from geomlens.analyses.sphere import NormTap
 from geomlens.capture.capture import CaptureConfig, check_length, resolve_layers
+from geomlens.capture.taps import PREFIX, Tap, Taps, TapsFactory, fill_taps
 from geomlens.commands import lifecycle
 from geomlens.commands.options import (
     add_capture_options,
@@ -27,7 +33,7 @@ from geomlens.commands.options import (
 )
 from geomlens.commands.result import Result, result_of
 from geomlens.corpus import Corpus, Windows, load_corpus, make_windows
-from geomlens.engines import EngineConfig
+from geomlens.engines import CaptureJob, EngineConfig
 from geomlens.engines import capture as engine_capture
 from geomlens.errors import GeomlensError
 from geomlens.io.files import damaged
@@ -35,6 +41,7 @@ from geomlens.io.runfolder import (
     RERUN,
     Run,
     RunFolder,
+    load_state,
     model_fingerprint,
     read_windows,
     write_json,
@@ -115,6 +122,63 @@ def prepare(
 Analysis = Callable[[RunFolder, ModelView, Windows, DecompositionAccumulator], None]
 
 
+def taps_of(view: ModelView, *, norms: int = 0, attention: int = 0) -> Taps:
+    """The taps a command fills during its capture: every norm's statistics over the first
+    ``norms`` windows (``sphere``, as "norms"), the position kernels and the refactoring
+    check over the first ``attention`` windows (``walk``, as "attention")."""
+    taps: dict[str, Tap] = {}
+    if norms:
+        taps["norms"] = NormTap(view, norms)
+    if attention:
+        taps["attention"] = AttentionTap(view, attention)
+    return Taps(taps)
+
+
+def tap_factory(*, norms: int = 0, attention: int = 0) -> TapsFactory:
+    """``taps_of`` with these windows, as a picklable factory (Ray workers call it)."""
+    return functools.partial(taps_of, norms=norms, attention=attention)
+
+
+def saved_taps(folder: RunFolder, view: ModelView, factory: TapsFactory) -> Taps | None:
+    """The taps the capture of ``folder`` filled (``stats/taps.safetensors``); None when
+    that file is absent."""
+    path = folder.path / "stats" / "taps.safetensors"
+    if not path.exists():
+        return None
+    taps = Taps.made(view, factory)
+    try:
+        taps.load_state_dict(load_state(path))
+    except GeomlensError as exc:
+        raise damaged(path, f"it does not fit this run: {exc}", RERUN) from None
+    return taps
+
+
+T = TypeVar("T", bound=Tap)
+
+
+def filled_tap(folder: RunFolder, name: str, tap: T) -> T:
+    """``tap`` (empty, built for this run's model) loaded with what the capture of
+    ``folder`` filled under ``name`` ("norms", "attention"); analyses read theirs here.
+
+    Raises:
+        GeomlensError: when the capture saved no such tap (one sentence: rerun).
+    """
+    path = folder.path / "stats" / "taps.safetensors"
+    head = f"{PREFIX}{name}."
+    state = load_state(path) if path.exists() else {}
+    mine = {k[len(head) :]: v for k, v in state.items() if k.startswith(head)}
+    if not mine:
+        raise GeomlensError(
+            f"{folder.path} holds no {name} statistics from its capture "
+            "(stats/taps.safetensors); rerun the same command to compute them."
+        )
+    try:
+        tap.load_state_dict(mine)
+    except GeomlensError as exc:
+        raise damaged(path, f"it does not fit this run: {exc}", RERUN) from None
+    return tap
+
+
 def model_source(config: CaptureConfig, view: ModelView | None) -> str:
     """The folder the model of ``config`` loads from (without loading it when not given)."""
     if view is not None:
@@ -137,10 +201,15 @@ def check_stats_header(path: Path) -> None:
         raise damaged(path, "it is not a finished decomposition state", RERUN)
 
 
-def finished_parts_missing(folder: RunFolder, sections: tuple[str, ...]) -> list[str]:
-    """What a finished run lacks (metrics sections, statistics, windows); damage is an error."""
+def finished_parts_missing(
+    folder: RunFolder, sections: tuple[str, ...], tapped: bool = False
+) -> list[str]:
+    """What a finished run lacks (metrics sections, statistics, windows, and the taps'
+    statistics where ``tapped``); damage is an error."""
     metrics = folder.read_metrics()
     missing = [f"the {s} section of metrics.json" for s in sections if s not in metrics]
+    if tapped and not (folder.path / "stats" / "taps.safetensors").exists():
+        missing.append("stats/taps.safetensors")
     stats = folder.path / "stats" / "decomposition.safetensors"
     if stats.exists():
         check_stats_header(stats)
@@ -166,8 +235,12 @@ def run_command(
     checkpoint_every_s: float = 30.0,
     engine: EngineConfig | None = None,
     sections: tuple[str, ...] | None = None,
+    taps: TapsFactory | None = None,
 ) -> Run:
     """Capture into a run folder, then run ``analyse`` on the result; record everything.
+
+    ``taps`` builds the statistics besides the decomposition that the capture fills in
+    the same passes (see ``capture.taps``); the analyses read them with ``filled_tap``.
 
     A folder holding a finished run of the same config and the same inputs is reused as
     it is; a partial one resumes (finished statistics are kept, a capture continues after
@@ -193,6 +266,7 @@ def run_command(
             checkpoint_every_s=checkpoint_every_s,
             engine=engine,
             sections=SECTIONS.get(command, ("capture",)) if sections is None else sections,
+            taps=taps,
         )
 
 
@@ -202,6 +276,7 @@ def reuse_finished(
     view: ModelView | None,
     previous: dict[str, Any],
     sections: tuple[str, ...],
+    tapped: bool = False,
 ) -> Run | None:
     """The finished run in ``folder`` when it is this run with every part present; None
     (after a notice) when parts are missing; refused when it is another run.
@@ -215,7 +290,7 @@ def reuse_finished(
         {"model": model_fingerprint(model_source(config, view)), "corpus": corpus.fingerprint},
         finished=True,
     )
-    missing = finished_parts_missing(folder, sections)
+    missing = finished_parts_missing(folder, sections, tapped)
     if not missing:
         return lifecycle.reuse(folder)
     print(
@@ -235,22 +310,19 @@ def captured(
     engine: EngineConfig,
     progress: bool,
     checkpoint_every_s: float,
+    taps: Taps | None = None,
 ) -> tuple[DecompositionAccumulator, dict[str, float]]:
-    """The capture on ``engine``, saved as the run's finished statistics."""
-    acc, timing = engine_capture(
-        view,
-        windows,
-        config,
-        folder,
-        engine,
-        progress=progress,
-        checkpoint_every_s=checkpoint_every_s,
-    )
+    """The capture on ``engine``, saved as the run's finished statistics (and ``taps``,
+    filled in the same passes, as ``stats/taps.safetensors``)."""
+    job = CaptureJob(view, windows, config, folder, progress, checkpoint_every_s, taps)
+    acc, timing = engine_capture(job, engine)
     if not acc.complete:  # never saved as finished statistics
         raise GeomlensError(
             f"the capture in {folder.path} ended without counting every context exactly "
             f"once; remove {folder.checkpoint_dir} and rerun the same command."
         )
+    if taps:
+        folder.save_stats("taps", taps.state_dict())
     folder.save_stats("decomposition", acc.state_dict())
     return acc, timing
 
@@ -267,11 +339,12 @@ def _run_locked(
     checkpoint_every_s: float,
     engine: EngineConfig,
     sections: tuple[str, ...],
+    taps: TapsFactory | None,
 ) -> Run:
     full_config = {**config.to_dict(), "command": command, **(options or {})}
     state, previous = lifecycle.claim(folder, full_config)
     if state == "complete" and previous is not None:
-        reused = reuse_finished(folder, config, view, previous, sections)
+        reused = reuse_finished(folder, config, view, previous, sections, taps is not None)
         if reused is not None:
             return reused
     started = time.time()
@@ -303,11 +376,18 @@ def _run_locked(
     )
     # a run saved before the interval groups existed is reused without intervals
     saved = folder.load_stats("decomposition", spec, layers, optional=GROUP_STATE)
+    tapped = None if taps is None else Taps.made(view, taps)
     if saved is not None:
         acc = DecompositionAccumulator.from_state_dict(saved)
         timing: dict[str, float] = {}
+        if tapped is not None and saved_taps(folder, view, taps) is None:  # type: ignore[arg-type]
+            # a capture saved before its taps existed: they are filled alone
+            ids = torch.tensor(np.array(windows.input_ids), dtype=torch.long)
+            folder.save_stats("taps", fill_taps(view, ids, tapped).state_dict())
     else:
-        acc, timing = captured(folder, view, windows, config, engine, progress, checkpoint_every_s)
+        acc, timing = captured(
+            folder, view, windows, config, engine, progress, checkpoint_every_s, tapped
+        )
     # Also after a resume whose statistics were saved just before a failure (a full disk):
     # the same numbers give the same bytes.
     folder.merge_metrics("capture", capture_metrics(acc))

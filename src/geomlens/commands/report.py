@@ -1,7 +1,9 @@
 """``geomlens report``: every analysis on one capture, then one self-contained report.html.
 
-One capture pass (with second moments) feeds the position/context decomposition; the
-sphere, walk and concept stages read the same windows and the same loaded model. Each
+One capture pass (with second moments) feeds the position/context decomposition and,
+from its first windows, the norm statistics of the sphere stage and the position kernels
+and refactoring check of the walk stage (see ``capture.taps``); the stages read those, the
+same windows and the same loaded model. Each
 stage records itself as finished in ``stages.json`` once its numbers and figures are on
 disk, so an interrupted report resumes at the first unfinished stage and the final
 metrics.json equals an uninterrupted run's.
@@ -23,11 +25,11 @@ from typing import ClassVar
 
 from geomlens.capture.capture import CaptureConfig
 from geomlens.commands import lifecycle
-from geomlens.commands.capture import Analysis, CaptureRunConfig, run_command
+from geomlens.commands.capture import Analysis, CaptureRunConfig, run_command, tap_factory
 from geomlens.commands.decompose import analyse_decomposition
 from geomlens.commands.options import add_capture_options, capture_options, finished
 from geomlens.commands.result import Result
-from geomlens.commands.sphere import DEFAULT_PROMPT, analyse_sphere, load_nouns
+from geomlens.commands.sphere import DEFAULT_PROMPT, IDENTITY_WINDOWS, analyse_sphere, load_nouns
 from geomlens.commands.walk import KERNEL_WINDOWS, TOP_K, analyse_walk, default_text
 from geomlens.corpus import Windows
 from geomlens.engines import EngineConfig
@@ -294,6 +296,7 @@ def _report_locked(
         checkpoint_every_s=checkpoint_every_s,
         engine=engine,
         sections=("capture", *(s for name, _, _ in stages for s in STAGE_SECTIONS[name])),
+        taps=tap_factory(norms=IDENTITY_WINDOWS, attention=KERNEL_WINDOWS),
     )
     write_report(run.path)
     return open_run(run.path)

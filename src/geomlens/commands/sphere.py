@@ -1,8 +1,9 @@
 """``geomlens sphere``: layer norm and the hypersphere (Molina 2023, "Traveling Words").
 
-Joins capture, the pure analyses and the figures. After the usual capture, the analysis
-step runs its own small forward passes: the first few corpus windows with hooks on every
-norm module (identity and radii), and the prompt (logit lens, FFN contributions). Numbers
+Joins capture, the pure analyses and the figures. The capture also fills every norm's
+statistics from the first few corpus windows (its "norms" tap: identity and radii); the
+analysis step runs forward passes of its own only on the prompt (logit lens, FFN
+contributions). Numbers
 go to ``metrics.json`` under "sphere"; token tables to ``sphere_heads.json`` and
 ``sphere_ffn.json``; the UMAP coordinates to ``sphere_umap.json``; figures to
 ``figures/sphere_*``. See docs/sphere.md.
@@ -12,8 +13,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -27,8 +27,9 @@ from geomlens.analyses import head_probe, lens
 from geomlens.analyses import sphere as sph
 from geomlens.analyses.word_frequency import english_zipf
 from geomlens.capture.capture import CaptureConfig
-from geomlens.capture.hooks import base_kwargs, hidden_states
-from geomlens.commands.capture import CaptureRunConfig, run_command
+from geomlens.capture.hooks import hidden_states, recording_inputs
+from geomlens.capture.taps import Taps, fill_taps
+from geomlens.commands.capture import CaptureRunConfig, filled_tap, run_command, tap_factory
 from geomlens.commands.options import add_capture_options, capture_options, finished, parse_layers
 from geomlens.commands.result import Result
 from geomlens.corpus import Windows, load_corpus
@@ -65,58 +66,21 @@ def load_nouns(path: str | Path | None = None) -> list[str]:
     return words
 
 
-@contextmanager
-def recording_norms(
-    view: ModelView, stats: dict[str, sph.NormStats]
-) -> Iterator[dict[str, sph.NormStats]]:
-    """Hooks on every norm module that feed its inputs and outputs to ``stats``."""
-    handles = []
-    for name, norm, layer in sph.model_norms(view):
-        stats[name] = sph.NormStats(name, norm.kind, int(norm.weight.shape[-1]), layer)
-
-        def hook(module: Any, args: Any, output: Any, name: str = name, norm: Any = norm) -> None:
-            x = args[0]
-            y = output if isinstance(output, torch.Tensor) else output[0]
-            stats[name].update(x.detach(), y.detach(), norm)
-
-        handles.append(norm.module.register_forward_hook(hook))
-    try:
-        yield stats
-    finally:
-        for h in handles:
-            h.remove()
-
-
-def norm_pass(view: ModelView, input_ids: torch.Tensor, batch_size: int) -> list[sph.NormStats]:
-    """Full forward passes of the base model over windows [n, T], recording every norm."""
-    stats: dict[str, sph.NormStats] = {}
-    kwargs = base_kwargs(view)
-    with torch.inference_mode(), recording_norms(view, stats):
-        for start in range(0, len(input_ids), batch_size):
-            view.base(input_ids=input_ids[start : start + batch_size].to(view.device), **kwargs)
-    return list(stats.values())
+def norm_pass(view: ModelView, input_ids: torch.Tensor) -> list[sph.NormStats]:
+    """Every norm's statistics over windows [n, T] alone (the capture's "norms" tap,
+    filled without a capture)."""
+    tap = sph.NormTap(view, len(input_ids))
+    fill_taps(view, input_ids, Taps({"norms": tap}))
+    return tap.finalize()
 
 
 def mlp_inputs(view: ModelView, ids: torch.Tensor) -> dict[int, torch.Tensor]:
     """One forward pass of ``ids`` [1, T]; block -> [d] MLP input at the last position."""
-    record: dict[int, torch.Tensor] = {}
-    handles = []
-    for block in view.blocks:
-        module = block.mlp().module
-
-        def pre(module: Any, args: Any, kwargs: Any, i: int = block.index) -> None:
-            x = args[0] if args else next(iter(kwargs.values()))
-            # [1, T, d], or [T, d] where the MLP's first module sees flattened tokens (OPT)
-            record[i] = x.detach().reshape(-1, x.shape[-1])[-1]
-
-        handles.append(module.register_forward_pre_hook(pre, with_kwargs=True))
-    try:
-        with torch.inference_mode():
-            view.base(input_ids=ids.to(view.device))
-    finally:
-        for h in handles:
-            h.remove()
-    return record
+    modules = {block.index: block.mlp().module for block in view.blocks}
+    with torch.inference_mode(), recording_inputs(modules) as record:
+        view.base(input_ids=ids.to(view.device))
+    # [1, T, d], or [T, d] where the MLP's first module sees flattened tokens (OPT)
+    return {i: x.reshape(-1, x.shape[-1])[-1] for i, x in record.items()}
 
 
 def token_strings(view: ModelView) -> list[str]:
@@ -174,8 +138,7 @@ def analyse_sphere(
         step("norm statistics and top tokens")
         tokens = token_strings(view)
         n_id = min(IDENTITY_WINDOWS, windows.n_contexts)
-        ids = torch.tensor(np.array(windows.input_ids[:n_id]), dtype=torch.long)
-        stats = norm_pass(view, ids, config.batch_size)
+        stats = filled_tap(folder, "norms", sph.NormTap(view, n_id)).finalize()
         identity = sph.identity_result(stats, n_id, config.dtype)
         orient = sph.orientation(view, stats)
         counts = corpus_counts(view, config.corpus)
@@ -316,6 +279,7 @@ def run_sphere(
         analyse=analyse_sphere(
             config, words, prompt, probe, StepLines("sphere", kwargs.get("progress", True))
         ),
+        taps=tap_factory(norms=IDENTITY_WINDOWS),
         **kwargs,
     )
 

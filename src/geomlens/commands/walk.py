@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from geomlens.analyses.attention_parts import block_scores, self_scores
+from geomlens.analyses.attention_parts import self_scores
 from geomlens.analyses.kernels import (
     N_OFFSETS,
     EmpiricalKernel,
@@ -35,12 +35,7 @@ from geomlens.analyses.kernels import (
     bias_kernels,
     cross_scores,
 )
-from geomlens.analyses.refactor import (
-    RefactorAccumulator,
-    RefactorResult,
-    record_attention,
-    record_seq2seq_attention,
-)
+from geomlens.analyses.refactor import AttentionTap, RefactorResult, record_seq2seq_attention
 from geomlens.analyses.similarity import (
     decoder_inputs,
     layer_stack,
@@ -57,7 +52,8 @@ from geomlens.analyses.walks import (
 )
 from geomlens.capture.capture import CaptureConfig
 from geomlens.capture.store import save_file_atomic as save_file
-from geomlens.commands.capture import CaptureRunConfig, run_command
+from geomlens.capture.taps import TAP_CHUNK, Taps, attention_chunk, fill_taps
+from geomlens.commands.capture import CaptureRunConfig, filled_tap, run_command, tap_factory
 from geomlens.commands.options import add_capture_options, capture_options, finished
 from geomlens.commands.result import Result
 from geomlens.corpus import Windows
@@ -72,7 +68,6 @@ from geomlens.report.figures import rendered_in_background, save_later
 from geomlens.stats import DecompositionAccumulator
 
 KERNEL_WINDOWS = 16
-KERNEL_BATCH = 4
 TOP_K = 10
 
 
@@ -158,49 +153,29 @@ def _save_similarity(path: Path, ids: torch.Tensor, dot: Any, cos: Any) -> None:
     save_file(tensors, str(path))
 
 
-ATTENTION_BYTES = 2**30
-"""What one kernel pass may hold of recorded attention ([L, B, H, T, T] float32 of every
-layer, per stack): windows go through in batches of at most ``KERNEL_BATCH`` that fit."""
-
-
-def kernel_batch(view: ModelView, length: int, stacks: int = 1, batch: int = KERNEL_BATCH) -> int:
-    """Windows per kernel pass: ``batch``, fewer where their attention exceeds
-    ``ATTENTION_BYTES`` (one window at least). At T = 1024 a 24-layer, 16-head model records
-    1.6 GB of attention per window: four at a time took the process to 23.6 GB, out of
-    memory on a 24 GB machine."""
-    per_window = max(1, stacks * view.n_layers * view.n_heads * length * length * 4)
-    return max(1, min(batch, ATTENTION_BYTES // per_window))
-
-
 def _kernel_ids(windows: Windows, n_windows: int) -> torch.Tensor:
     """[B, T] the first ``n_windows`` corpus windows (at least one)."""
     return torch.tensor(windows.input_ids[: max(1, min(n_windows, windows.n_contexts))])
 
 
 def kernels_and_refactor(
-    view: ModelView, windows: Windows, n_windows: int, batch: int = KERNEL_BATCH
+    view: ModelView, windows: Windows, n_windows: int
 ) -> tuple[EmpiricalKernel, RefactorResult]:
     """Empirical kernels and the refactoring check of the main stack (an encoder-decoder's
-    encoder) over the first ``n_windows`` windows.
+    encoder) over the first ``n_windows`` windows alone: the capture's "attention" tap,
+    filled without a capture.
 
     Returns:
         (EmpiricalKernel, RefactorResult); the pre-softmax kernels come from the view's
         scores, which every family has.
     """
-    ids = _kernel_ids(windows, n_windows)
-    batch = kernel_batch(view, ids.shape[1], batch=batch)
-    kern = KernelAccumulator(view.n_layers, view.n_heads, causal=not view.is_encoder)
-    refac = RefactorAccumulator(view)
-    for start in range(0, len(ids), batch):
-        rec = record_attention(view, ids[start : start + batch])
-        refac.update(rec)
-        for l in range(view.n_layers):
-            kern.update(l, rec.attn[l], block_scores(view, l, rec.block_in[l]))
-    return kern.finalize(), refac.finalize()
+    tap = AttentionTap(view, max(1, min(n_windows, windows.n_contexts)))
+    fill_taps(view, _kernel_ids(windows, n_windows), Taps({"attention": tap}))
+    return tap.finalize()
 
 
 def decoder_kernels(
-    view: ModelView, windows: Windows, n_windows: int, batch: int = KERNEL_BATCH
+    view: ModelView, windows: Windows, n_windows: int, batch: int = TAP_CHUNK
 ) -> tuple[EmpiricalKernel, EmpiricalKernel]:
     """An encoder-decoder's decoder self-attention and cross-attention kernels.
 
@@ -212,7 +187,7 @@ def decoder_kernels(
         (decoder self-attention kernel (causal), cross-attention kernel), both [L_dec, H, n].
     """
     ids = _kernel_ids(windows, n_windows)
-    batch = kernel_batch(view, ids.shape[1], stacks=2, batch=batch)  # self and cross
+    batch = attention_chunk(view, ids.shape[1], stacks=2, batch=batch)  # self and cross
     L, H = len(view.decoder_blocks), view.n_heads
     own = KernelAccumulator(L, H, causal=True)
     cross = KernelAccumulator(L, H, causal=False)
@@ -317,7 +292,8 @@ def _kernels(
     """Position kernels of every attention and the refactoring check: side files, figures
     and the metrics ("kernels", "refactor"; an encoder-decoder's also "decoder_kernels")."""
     fig_dir = folder.path / "figures"
-    kernel, refactor = kernels_and_refactor(view, windows, kernel_windows)
+    n = max(1, min(kernel_windows, windows.n_contexts))
+    kernel, refactor = filled_tap(folder, "attention", AttentionTap(view, n)).finalize()
     biases = bias_kernels(view)
     tensors = _kernel_tensors("", kernel)
     for k in biases:
@@ -521,6 +497,7 @@ def run_walk(
             StepLines("walk", kwargs.get("progress", True)),
         ),
         view=view,
+        taps=tap_factory(attention=kernel_windows),
         **kwargs,
     )
 

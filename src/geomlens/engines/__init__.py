@@ -7,7 +7,6 @@ not part of a run's identity: a run started under one engine resumes under the o
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,6 +15,7 @@ from geomlens.errors import GeomlensError
 
 if TYPE_CHECKING:
     from geomlens.capture.capture import CaptureConfig
+    from geomlens.capture.taps import Taps
     from geomlens.corpus import Windows
     from geomlens.io.runfolder import RunFolder
     from geomlens.models.view import ModelView
@@ -85,35 +85,40 @@ class EngineConfig:
         return data
 
 
+@dataclass(frozen=True)
+class CaptureJob:
+    """One capture for an engine to run (see ``capture_windows`` for the contract).
+
+    Attributes:
+        view: the model, loaded in this process.
+        windows: the corpus windows, every one captured.
+        config: the capture config.
+        folder: the run folder (checkpoints are saved and resumed there).
+        progress: show a progress bar.
+        checkpoint_every_s: at most this many seconds between checkpoints.
+        taps: statistics filled in the same passes (``capture.taps``), in place.
+    """
+
+    view: ModelView
+    windows: Windows
+    config: CaptureConfig
+    folder: RunFolder
+    progress: bool = True
+    checkpoint_every_s: float = 30.0
+    taps: Taps | None = None
+
+
 def capture(
-    view: ModelView,
-    windows: Windows,
-    config: CaptureConfig,
-    folder: RunFolder,
-    engine: EngineConfig,
-    *,
-    progress: bool = True,
-    checkpoint_every_s: float = 30.0,
+    job: CaptureJob, engine: EngineConfig
 ) -> tuple[DecompositionAccumulator, dict[str, float]]:
-    """Capture every window with the chosen engine (see ``capture_windows`` for the contract)."""
-    run: Callable[..., tuple[DecompositionAccumulator, dict[str, float]]]
+    """Run ``job`` with the chosen engine: its accumulator and timing facts."""
     if engine.name == "ray":
         from geomlens.engines.ray import capture_ray
 
-        run = capture_ray
-    else:
-        from geomlens.engines.local import capture_local
+        return capture_ray(job, engine)
+    from geomlens.engines.local import capture_local
 
-        run = capture_local
-    return run(
-        view,
-        windows,
-        config,
-        folder,
-        engine,
-        progress=progress,
-        checkpoint_every_s=checkpoint_every_s,
-    )
+    return capture_local(job, engine)
 
 
-__all__ = ["ENGINES", "EngineConfig", "capture"]
+__all__ = ["ENGINES", "CaptureJob", "EngineConfig", "capture"]

@@ -4,36 +4,30 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from geomlens.capture.capture import CaptureConfig, capture_windows
+from geomlens.capture.capture import capture_windows
 from geomlens.engines.threads import torch_threads
 
 if TYPE_CHECKING:
-    from geomlens.corpus import Windows
-    from geomlens.engines import EngineConfig
-    from geomlens.io.runfolder import RunFolder
-    from geomlens.models.view import ModelView
+    from geomlens.engines import CaptureJob, EngineConfig
     from geomlens.stats import DecompositionAccumulator
 
 
 def capture_local(
-    view: ModelView,
-    windows: Windows,
-    config: CaptureConfig,
-    folder: RunFolder,
-    engine: EngineConfig,
-    *,
-    progress: bool = True,
-    checkpoint_every_s: float = 30.0,
+    job: CaptureJob, engine: EngineConfig
 ) -> tuple[DecompositionAccumulator, dict[str, float]]:
-    """Run ``capture_windows`` here, with ``engine.threads`` torch threads if given."""
-    activations = None if engine.activations_dir is None else engine.activations_location(folder)
+    """Run ``capture_windows`` here (filling ``job.taps``), with ``engine.threads`` torch
+    threads if given."""
+    activations = (
+        None if engine.activations_dir is None else engine.activations_location(job.folder)
+    )
     with torch_threads(engine.threads):
         return capture_windows(
-            view,
-            windows,
-            config,
-            folder,
-            progress=progress,
-            checkpoint_every_s=checkpoint_every_s,
+            job.view,
+            job.windows,
+            job.config,
+            job.folder,
+            progress=job.progress,
+            checkpoint_every_s=job.checkpoint_every_s,
             activations=activations,
+            taps=job.taps,
         )

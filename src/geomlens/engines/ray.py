@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from geomlens.capture.capture import CaptureConfig, resolve_layers
+from geomlens.capture.capture import resolve_layers
 from geomlens.capture.interrupt import stop_at_batch_boundary
+from geomlens.capture.taps import Taps
 from geomlens.engines.merge import merge_shards
 from geomlens.engines.shards import (
     Shard,
@@ -45,9 +46,8 @@ from geomlens.stats.decomposition import interval_groups
 
 if TYPE_CHECKING:
     from geomlens.corpus import Windows
-    from geomlens.engines import EngineConfig
+    from geomlens.engines import CaptureJob, EngineConfig
     from geomlens.io.runfolder import RunFolder
-    from geomlens.models.view import ModelView
 
 INSTALL_HINT = "--engine ray needs Ray: pip install 'geomlens[ray]'"
 #: accumulator states larger than this travel as several rows (Arrow binary cells stay small)
@@ -86,6 +86,8 @@ class ShardWorker:
             trust_remote_code=bool(spec.get("trust_remote_code", False)),
         )
         self.store_dtype = resolve_dtype(spec["dtype"])
+        factory = spec.get("taps")
+        self.taps = None if factory is None else Taps.made(self.view, factory)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         spec = self.spec
@@ -114,6 +116,7 @@ class ShardWorker:
                 activations=spec["activations"],
                 store_dtype=self.store_dtype,
                 groups=int(spec.get("groups", 0)),
+                taps=None if self.taps is None else self.taps.empty_like(),
             )
             blob = state_to_bytes(state)
             finished = time.time()
@@ -218,17 +221,14 @@ def _geomlens_cause(exc: BaseException) -> GeomlensError | None:
 
 
 def capture_ray(
-    view: ModelView,
-    windows: Windows,
-    config: CaptureConfig,
-    folder: RunFolder,
+    job: CaptureJob,
     engine: EngineConfig,
-    *,
-    progress: bool = True,
-    checkpoint_every_s: float = 30.0,
     on_shard: Callable[[ShardResult], None] | None = None,
 ) -> tuple[DecompositionAccumulator, dict[str, float]]:
     """Capture every window on Ray workers; same contract as ``capture_windows``.
+
+    ``job.taps`` (built with ``Taps.made``) are rebuilt on each worker from their factory;
+    each shard fills its own from the windows it runs, and they are added up here.
 
     Resumes after the folder's checkpoint (whichever engine wrote it). The driver saves
     the merged contiguous prefix of finished shards as a checkpoint at most every
@@ -237,13 +237,16 @@ def capture_ray(
     as it arrives.
     """
     t0 = time.perf_counter()
+    view, windows, config, folder, taps = job.view, job.windows, job.config, job.folder, job.taps
     layers = resolve_layers(view, config.layers)
     n_c, n_t, b = windows.n_contexts, windows.length, config.batch_size
     groups = interval_groups(len(layers), n_c, n_t, view.d_model)
     base = DecompositionAccumulator(
         layers, n_c, n_t, view.d_model, config.second_moment, groups=groups
     )
-    start = folder.resume_into(base, b)
+    start = folder.resume_into(base, b, taps)
+    if taps and taps.factory is None:
+        raise GeomlensError("taps run on Ray only when built with Taps.made (a factory).")
     cuda = config.device.startswith("cuda")
     with connected(engine) as ray, quiet_ray_data():
         workers, threads = plan_workers(engine, ray.cluster_resources(), cuda)
@@ -260,6 +263,7 @@ def capture_ray(
             "second_moment": config.second_moment,
             "groups": groups,
             "activations": engine.activations_location(folder) if config.save_activations else None,
+            "taps": None if not taps else taps.factory,
         }
         results = run_shards(
             ray,
@@ -269,21 +273,29 @@ def capture_ray(
             workers,
             n_gpus=1 if cuda else 0,
             base=base,
+            taps=taps,
             folder=folder,
-            progress=progress,
+            progress=job.progress,
             desc=f"capture {view.name} ({workers} Ray workers)",
-            checkpoint_every_s=checkpoint_every_s,
+            checkpoint_every_s=job.checkpoint_every_s,
             on_shard=on_shard,
         )
     acc = merge_shards(base, list(results.values()), shards)
+    if taps:
+        taps.load_state_dict(taps.plus([results[s.index].state for s in shards]).state_dict())
     seconds = time.perf_counter() - t0
-    tokens = sum(r.tokens for r in results.values())
-    compute = (
-        max(r.finished for r in results.values()) - min(r.started for r in results.values())
-        if results
-        else 0.0
-    )
-    timing = {
+    timing = shard_timing(list(results.values()), seconds, workers, threads, len(shards))
+    return acc, timing
+
+
+def shard_timing(
+    results: list[ShardResult], seconds: float, workers: int, threads: int, shards: int
+) -> dict[str, float]:
+    """Timing facts of a Ray capture: tokens per second over the whole call and over the
+    span in which workers computed, and how the work was spread."""
+    tokens = sum(r.tokens for r in results)
+    compute = max(r.finished for r in results) - min(r.started for r in results) if results else 0.0
+    return {
         "tokens": float(tokens),
         "seconds": seconds,
         "tokens_per_s": tokens / seconds if seconds > 0 else 0.0,
@@ -291,10 +303,32 @@ def capture_ray(
         "compute_tokens_per_s": tokens / compute if compute > 0 else 0.0,
         "workers": float(workers),
         "threads": float(threads),
-        "shards": float(len(shards)),
-        "worker_processes": float(len({r.worker for r in results.values()})),
+        "shards": float(shards),
+        "worker_processes": float(len({r.worker for r in results})),
     }
-    return acc, timing
+
+
+def save_prefix(
+    folder: RunFolder,
+    base: DecompositionAccumulator,
+    taps: Taps | None,
+    shards: list[Shard],
+    results: dict[int, ShardResult],
+) -> int | None:
+    """Save the merged contiguous prefix of finished shards (with their taps) as the
+    checkpoint; returns the last shard id saved (None: no shard of the prefix is done)."""
+    done = []
+    for shard in shards:
+        if shard.index not in results:
+            break
+        done.append(shard)
+    if not done:
+        return None
+    merged = merge_shards(base, [results[s.index] for s in done], done)
+    tapped = taps.plus([results[s.index].state for s in done]) if taps else None
+    state = merged.state_dict() | (tapped.state_dict() if tapped else {})
+    folder.save_checkpoint(state, done[-1].batches.stop)
+    return done[-1].index
 
 
 def shard_items(shards: list[Shard], windows: Windows) -> list[dict[str, Any]]:
@@ -360,6 +394,7 @@ def run_shards(
     *,
     n_gpus: int,
     base: DecompositionAccumulator,
+    taps: Taps | None,
     folder: RunFolder,
     progress: bool,
     desc: str,
@@ -379,17 +414,11 @@ def run_shards(
     n_c, n_t = int(spec["n_contexts"]), windows.length
     bar = token_bar(n_c * n_t, shards[0].rows.start * n_t, desc, progress)
 
-    def save_prefix() -> None:
+    def save() -> None:
         nonlocal saved_through
-        done = []
-        for shard in shards:
-            if shard.index not in results:
-                break
-            done.append(shard)
-        if done and done[-1].index > saved_through:
-            merged = merge_shards(base, [results[s.index] for s in done], done)
-            folder.save_checkpoint(merged.state_dict(), done[-1].batches.stop)
-            saved_through = done[-1].index
+        if saved_through < len(shards) - 1 and shards[saved_through + 1].index in results:
+            saved = save_prefix(folder, base, taps, shards, results)
+            saved_through = saved if saved is not None else saved_through
 
     last_save = time.perf_counter()
     n_batches = math.ceil(n_c / int(spec["batch_size"]))
@@ -406,7 +435,7 @@ def run_shards(
                 if on_shard is not None:
                     on_shard(result)
                 if stop.requested:
-                    save_prefix()
+                    save()
                     first = shards[saved_through if saved_through >= 0 else 0]
                     kept = first.batches.stop if saved_through >= 0 else first.batches.start
                     raise GeomlensError(
@@ -416,7 +445,7 @@ def run_shards(
                 if time.perf_counter() - last_save >= checkpoint_every_s and len(results) < len(
                     shards
                 ):
-                    save_prefix()
+                    save()
                     last_save = time.perf_counter()
     except GeomlensError:
         raise
@@ -424,7 +453,7 @@ def run_shards(
         cause = _geomlens_cause(exc)
         if cause is None:
             raise
-        save_prefix()
+        save()
         raise GeomlensError(
             f"{cause} Finished shards before it are saved in {folder.path}."
         ) from None

@@ -16,8 +16,8 @@ import torch
 from safetensors.torch import load as load_bytes
 from safetensors.torch import save as save_bytes
 
-from geomlens.capture.hooks import hidden_states
 from geomlens.capture.store import write_shard
+from geomlens.capture.taps import Taps, batch_hidden_states
 from geomlens.errors import GeomlensError
 from geomlens.models.view import ModelView
 from geomlens.stats import CapturedBatch, DecompositionAccumulator, NonFiniteError
@@ -39,7 +39,8 @@ class ShardResult:
     Attributes:
         shard: the shard id (the driver counts each id exactly once).
         state: a ``DecompositionAccumulator`` state over the shard's contexts only
-            (context i of the state is corpus window ``rows.start + i``).
+            (context i of the state is corpus window ``rows.start + i``), and the state of
+            the shard's taps (``tap.*``).
         worker: the worker's process id.
         started, finished: wall-clock times (``time.time()``) of the shard's capture.
         tokens: tokens the shard ran through the model.
@@ -86,8 +87,10 @@ def capture_shard(
     activations: str | None = None,
     store_dtype: torch.dtype = torch.float32,
     groups: int = 0,
+    taps: Taps | None = None,
 ) -> dict[str, torch.Tensor]:
-    """Run one shard's batches and return its accumulator state (on the host).
+    """Run one shard's batches and return its accumulator state (on the host), with the
+    state of ``taps`` filled from the shard's windows they read (``tap.*`` entries).
 
     Args:
         input_ids: [len(shard.rows), T] the shard's windows; labels: [len(shard.rows)].
@@ -113,7 +116,7 @@ def capture_shard(
         lo, hi = batch * batch_size, min(n_contexts, (batch + 1) * batch_size)
         local = slice(lo - shard.rows.start, hi - shard.rows.start)
         ids = input_ids[local]
-        hidden = hidden_states(view, ids, layers)
+        hidden = batch_hidden_states(view, ids, layers, taps, lo)
         try:
             acc.update(CapturedBatch(hidden=hidden, context_index=torch.arange(n_rows)[local]))
         except NonFiniteError as exc:
@@ -126,7 +129,7 @@ def capture_shard(
             write_shard(
                 activations, batch, ids, torch.arange(lo, hi), labels[local], hidden, store_dtype
             )
-    return acc.state_dict()
+    return acc.state_dict() | (taps.state_dict() if taps else {})
 
 
 def state_to_bytes(state: dict[str, Any]) -> bytes:

@@ -34,6 +34,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 
 from geomlens.capture.store import ActivationStore, save_atomic
+from geomlens.capture.taps import Taps, without_taps
 from geomlens.errors import GeomlensError
 from geomlens.io.files import damaged, read_json
 from geomlens.stats import DecompositionAccumulator
@@ -312,19 +313,24 @@ class RunFolder:
             raise DamagedCheckpoint("progress.json holds no positive batches_done")
         return done
 
-    def resume_into(self, acc: DecompositionAccumulator, batch_size: int) -> int:
-        """Load the checkpoint into ``acc`` and return the batches it covers (0: none).
+    def resume_into(
+        self, acc: DecompositionAccumulator, batch_size: int, taps: Taps | None = None
+    ) -> int:
+        """Load the checkpoint into ``acc`` (and ``taps``) and return the batches it covers
+        (0: none).
 
         The checkpoint is trusted only when it fits: its tensors have the accumulator's
         names, shapes and dtypes and finite sums, and its contexts seen are exactly the
         first ``batches_done`` batches, once each. A checkpoint that does not fit is set
         aside (renamed, named in a notice on stderr) and the capture starts from zero.
         """
+        fresh = taps.state_dict() if taps else {}
         try:
             saved = self.load_checkpoint()
             if saved is None:
                 return 0
-            state, done = saved
+            saved_state, done = saved
+            state = without_taps(saved_state)
             n_batches = -(-acc.n_contexts // batch_size)
             if done > n_batches:
                 raise DamagedCheckpoint(f"progress.json says {done} of {n_batches} batches")
@@ -338,7 +344,14 @@ class RunFolder:
                 raise DamagedCheckpoint(
                     f"its contexts seen do not match the {done} batches progress.json records"
                 )
+            if taps:
+                try:
+                    taps.load_state_dict(saved_state)
+                except GeomlensError as why_taps:
+                    raise DamagedCheckpoint(str(why_taps).rstrip(".")) from None
         except DamagedCheckpoint as exc:
+            if taps:
+                taps.load_state_dict(fresh)
             aside = self.set_aside_checkpoint()
             print(
                 f"geomlens: notice: the checkpoint in {self.checkpoint_dir} is damaged ({exc}); "

@@ -88,3 +88,40 @@ def check_state(
                 f"the saved {what} state's {name!r} is {tuple(got.shape)} {got.dtype}, "
                 f"expected {shape} {dtype}: it was saved with other settings."
             )
+
+
+class StateParts:
+    """A statistic made of named parts (accumulators, taps): its state is every part's
+    state under ``<name>.<key>``. Subclasses give ``parts()`` and ``what`` (for messages)."""
+
+    what = "statistic"
+
+    def parts(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def state_spec(self) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+        return {
+            f"{name}.{key}": spec
+            for name, part in self.parts().items()
+            for key, spec in part.state_spec().items()
+        }
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return {
+            f"{name}.{key}": value
+            for name, part in self.parts().items()
+            for key, value in part.state_dict().items()
+        }
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Restore ``state_dict()`` exactly.
+
+        Raises:
+            GeomlensError: when it does not hold exactly this statistic's entries.
+        """
+        check_state(state, self.state_spec(), self.what)
+        for name, part in self.parts().items():
+            head = f"{name}."
+            part.load_state_dict(
+                {k[len(head) :]: v for k, v in state.items() if k.startswith(head)}
+            )
