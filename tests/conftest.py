@@ -46,6 +46,29 @@ def minilm() -> ModelView:
     return load_model("minilm-l6")
 
 
+MINILM_REPORT = ["--model", "minilm-l6", "--contexts", "16", "--length", "64"]
+"""The MiniLM report the report tests read (``geomlens report`` with these options)."""
+
+
+@pytest.fixture(scope="session")
+def minilm_report(tmp_path_factory, minilm: ModelView) -> Path:
+    """``geomlens report`` of ``MINILM_REPORT``, run once with its progress display on;
+    what it printed is kept in ../stderr.txt."""
+    import contextlib
+    import io
+
+    from geomlens.capture import CaptureConfig
+    from geomlens.commands.report import run_report
+
+    config = CaptureConfig(model="minilm-l6", contexts=16, length=64, batch_size=8)
+    out = tmp_path_factory.mktemp("report") / "run"
+    printed = io.StringIO()
+    with contextlib.redirect_stderr(printed):
+        run_report(config, out, view=minilm, progress=True)
+    (out.parent / "stderr.txt").write_text(printed.getvalue())
+    return out
+
+
 @pytest.fixture(scope="session")
 def bbc():
     from geomlens.corpus import load_corpus

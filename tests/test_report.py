@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import re
 import shutil
@@ -22,14 +20,10 @@ CONFIG = CaptureConfig(model="minilm-l6", contexts=16, length=64, batch_size=8)
 
 
 @pytest.fixture(scope="module")
-def report_run(tmp_path_factory, minilm: ModelView) -> Path:
-    """The report with its progress display on; what it printed is kept in ../stderr.txt."""
-    out = tmp_path_factory.mktemp("report") / "run"
-    printed = io.StringIO()
-    with contextlib.redirect_stderr(printed):
-        run_report(CONFIG, out, view=minilm, progress=True)
-    (out.parent / "stderr.txt").write_text(printed.getvalue())
-    return out
+def report_run(minilm_report: Path) -> Path:
+    """The report with its progress display on (conftest's ``minilm_report``, of CONFIG);
+    what it printed is kept in ../stderr.txt."""
+    return minilm_report
 
 
 def test_report_says_what_it_is_doing_the_whole_way(report_run: Path) -> None:
