@@ -46,6 +46,16 @@ def _select(
     return [by_layer[layer] for layer in chosen]
 
 
+def _panels(
+    stats: Sequence[DecompositionStats], layers: Sequence[int] | None, max_panels: int
+) -> tuple[list[DecompositionStats], int, int]:
+    """The layers shown (``_select``), and the rows and columns of their grid (at most 3
+    columns)."""
+    chosen = _select(stats, layers, max_panels)
+    ncols = min(3, len(chosen))
+    return chosen, -(-len(chosen) // ncols), ncols
+
+
 def top_principal_coordinates(x: Array, k: int) -> Array:
     """``U[:, :k] * s[:k]`` of the SVD of ``x``, from the k top eigenpairs of a Gram matrix.
 
@@ -150,9 +160,7 @@ def spiral_figure(
         layers: layers to show (default: up to ``max_panels`` spread evenly).
         max_panels: most panels when ``layers`` is None.
     """
-    chosen = _select(stats, layers, max_panels)
-    ncols = min(3, len(chosen))
-    nrows = -(-len(chosen) // ncols)
+    chosen, nrows, ncols = _panels(stats, layers, max_panels)
     fig = new_figure(3.6 * ncols, 3.4 * nrows)
     for i, s in enumerate(chosen):
         ax = fig.add_subplot(nrows, ncols, i + 1, projection="3d")
@@ -176,9 +184,7 @@ def spiral_figure_interactive(
         layers: layers to show (default: up to ``max_panels`` spread evenly).
         max_panels: most panels when ``layers`` is None.
     """
-    chosen = _select(stats, layers, max_panels)
-    ncols = min(3, len(chosen))
-    nrows = -(-len(chosen) // ncols)
+    chosen, nrows, ncols = _panels(stats, layers, max_panels)
     fig = make_subplots(
         rows=nrows,
         cols=ncols,
