@@ -13,9 +13,10 @@ for the same ``model``, so several calls load it once (``walk`` needs it loaded 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import inspect
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, TypedDict, TypeVar, Unpack, get_type_hints
 
 from geomlens.api.checks import checked
 from geomlens.commands.result import Result
@@ -24,34 +25,105 @@ from geomlens.models.view import ModelView
 
 Dtype = Literal["float32", "bfloat16"]
 Engine = Literal["local", "ray"]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class CaptureOptions(TypedDict, total=False):
+    """The keyword arguments every capturing function takes (``capture``'s; the command
+    line's capture options). Their defaults are ``CAPTURE_DEFAULTS``."""
+
+    model: str | Path
+    corpus: str | Path
+    contexts: int
+    length: int
+    layers: Sequence[int] | None
+    batch_size: int
+    device: str
+    dtype: Dtype
+    seed: int
+    offset: int
+    balance: bool
+    save_activations: bool
+    second_moment: bool
+    trust_remote_code: bool
+    checkpoint_every: float
+    engine: Engine
+    ray_address: str | None
+    workers: int | None
+    threads: int | None
+    activations_dir: str | Path | None
+    out: str | Path | None
+    progress: bool
+
+
+CAPTURE_DEFAULTS: dict[str, Any] = {
+    "model": "smollm2-135m",
+    "corpus": "bbc",
+    "contexts": 128,
+    "length": 128,
+    "layers": None,
+    "batch_size": 8,
+    "device": "cpu",
+    "dtype": "float32",
+    "seed": 0,
+    "offset": 0,
+    "balance": False,
+    "save_activations": False,
+    "second_moment": False,
+    "trust_remote_code": False,
+    "checkpoint_every": 30.0,
+    "engine": "local",
+    "ray_address": None,
+    "workers": None,
+    "threads": None,
+    "activations_dir": None,
+    "out": None,
+    "progress": True,
+}
+"""The capture options' defaults: the command line's (SmolLM2, BBC, 128 x 128, ...)."""
+
+_FIRST = ("model", "corpus", "contexts", "length", "layers")
+"""Capture options listed before a function's own arguments (the rest come after)."""
+
+
+def takes_capture_options(func: F) -> F:
+    """``func`` (its own keyword arguments and ``view``, then ``**options:
+    Unpack[CaptureOptions]``) with the signature and type hints of every argument spelled
+    out, each capture option with its default: what ``help``, ``inspect.signature`` and
+    ``checked`` read."""
+    own = [p for p in inspect.signature(func).parameters.values() if p.kind is p.KEYWORD_ONLY]
+    hints = get_type_hints(func)
+    shared = get_type_hints(CaptureOptions)
+
+    def option(name: str) -> inspect.Parameter:
+        kind = inspect.Parameter.KEYWORD_ONLY
+        return inspect.Parameter(
+            name, kind, default=CAPTURE_DEFAULTS[name], annotation=shared[name]
+        )
+
+    first = [option(n) for n in _FIRST]
+    rest = [option(n) for n in shared if n not in _FIRST]
+    mine = [p.replace(annotation=hints[p.name]) for p in own if p.name != "view"]
+    view = [p.replace(annotation=hints[p.name]) for p in own if p.name == "view"]
+    params = first + mine + rest + view
+    func.__signature__ = inspect.Signature(params, return_annotation=hints["return"])  # type: ignore[attr-defined]
+    func.__annotations__ = {p.name: p.annotation for p in params} | {"return": hints["return"]}
+    return func
+
+
+def with_options(arguments: dict[str, Any]) -> dict[str, Any]:
+    """A function's ``locals()``: its own arguments, and its ``options`` over
+    ``CAPTURE_DEFAULTS``, as one dict (what the configs' ``.of`` read)."""
+    own = {k: v for k, v in arguments.items() if k != "options"}
+    return {**CAPTURE_DEFAULTS, **arguments.get("options", {}), **own}
 
 
 @checked
+@takes_capture_options
 def capture(
     *,
-    model: str | Path = "smollm2-135m",
-    corpus: str | Path = "bbc",
-    contexts: int = 128,
-    length: int = 128,
-    layers: Sequence[int] | None = None,
-    batch_size: int = 8,
-    device: str = "cpu",
-    dtype: Dtype = "float32",
-    seed: int = 0,
-    offset: int = 0,
-    balance: bool = False,
-    save_activations: bool = False,
-    second_moment: bool = False,
-    trust_remote_code: bool = False,
-    checkpoint_every: float = 30.0,
-    engine: Engine = "local",
-    ray_address: str | None = None,
-    workers: int | None = None,
-    threads: int | None = None,
-    activations_dir: str | Path | None = None,
-    out: str | Path | None = None,
-    progress: bool = True,
     view: ModelView | None = None,
+    **options: Unpack[CaptureOptions],
 ) -> Result:
     """``geomlens capture``: stream C windows of T tokens into mergeable statistics.
 
@@ -82,36 +154,16 @@ def capture(
     """
     from geomlens.commands.capture import CaptureRunConfig, run
 
-    return run(CaptureRunConfig.of(locals()), view=view)
+    return run(CaptureRunConfig.of(with_options(locals())), view=view)
 
 
 @checked
+@takes_capture_options
 def decompose(
     *,
-    model: str | Path = "smollm2-135m",
-    corpus: str | Path = "bbc",
-    contexts: int = 128,
-    length: int = 128,
-    layers: Sequence[int] | None = None,
     skip_first: bool = False,
-    batch_size: int = 8,
-    device: str = "cpu",
-    dtype: Dtype = "float32",
-    seed: int = 0,
-    offset: int = 0,
-    balance: bool = False,
-    save_activations: bool = False,
-    second_moment: bool = False,
-    trust_remote_code: bool = False,
-    checkpoint_every: float = 30.0,
-    engine: Engine = "local",
-    ray_address: str | None = None,
-    workers: int | None = None,
-    threads: int | None = None,
-    activations_dir: str | Path | None = None,
-    out: str | Path | None = None,
-    progress: bool = True,
     view: ModelView | None = None,
+    **options: Unpack[CaptureOptions],
 ) -> Result:
     """``geomlens decompose``: the position/context decomposition (Song & Zhong 2023).
 
@@ -123,38 +175,18 @@ def decompose(
     """
     from geomlens.commands.decompose import DecomposeConfig, run
 
-    return run(DecomposeConfig.of(locals()), view=view)
+    return run(DecomposeConfig.of(with_options(locals())), view=view)
 
 
 @checked
+@takes_capture_options
 def sphere(
     *,
-    model: str | Path = "smollm2-135m",
-    corpus: str | Path = "bbc",
-    contexts: int = 128,
-    length: int = 128,
-    layers: Sequence[int] | None = None,
     nouns: str | Path | None = None,
     prompt: str | None = None,
     probe_layers: Sequence[int] | None = None,
-    batch_size: int = 8,
-    device: str = "cpu",
-    dtype: Dtype = "float32",
-    seed: int = 0,
-    offset: int = 0,
-    balance: bool = False,
-    save_activations: bool = False,
-    second_moment: bool = False,
-    trust_remote_code: bool = False,
-    checkpoint_every: float = 30.0,
-    engine: Engine = "local",
-    ray_address: str | None = None,
-    workers: int | None = None,
-    threads: int | None = None,
-    activations_dir: str | Path | None = None,
-    out: str | Path | None = None,
-    progress: bool = True,
     view: ModelView | None = None,
+    **options: Unpack[CaptureOptions],
 ) -> Result:
     """``geomlens sphere``: layer norm and the hypersphere (Molina 2023).
 
@@ -168,38 +200,18 @@ def sphere(
     """
     from geomlens.commands.sphere import SphereConfig, run
 
-    return run(SphereConfig.of(locals()), view=view)
+    return run(SphereConfig.of(with_options(locals())), view=view)
 
 
 @checked
+@takes_capture_options
 def walk(
     *,
-    model: str | Path = "smollm2-135m",
-    corpus: str | Path = "bbc",
-    contexts: int = 128,
-    length: int = 128,
-    layers: Sequence[int] | None = None,
     text: str | None = None,
     text_file: str | Path | None = None,
     generate: int = 0,
-    batch_size: int = 8,
-    device: str = "cpu",
-    dtype: Dtype = "float32",
-    seed: int = 0,
-    offset: int = 0,
-    balance: bool = False,
-    save_activations: bool = False,
-    second_moment: bool = False,
-    trust_remote_code: bool = False,
-    checkpoint_every: float = 30.0,
-    engine: Engine = "local",
-    ray_address: str | None = None,
-    workers: int | None = None,
-    threads: int | None = None,
-    activations_dir: str | Path | None = None,
-    out: str | Path | None = None,
-    progress: bool = True,
     view: ModelView | None = None,
+    **options: Unpack[CaptureOptions],
 ) -> Result:
     """``geomlens walk``: movement through embedding space (Singh 2023).
 
@@ -215,7 +227,7 @@ def walk(
         raise GeomlensError("geomlens.walk() takes text or text_file, not both.")
     from geomlens.commands.walk import WalkConfig, run
 
-    return run(WalkConfig.of(locals()), view=view)
+    return run(WalkConfig.of(with_options(locals())), view=view)
 
 
 @checked
@@ -266,34 +278,14 @@ def concepts(
 
 
 @checked
+@takes_capture_options
 def report(
     *,
-    model: str | Path = "smollm2-135m",
-    corpus: str | Path = "bbc",
-    contexts: int = 128,
-    length: int = 128,
-    layers: Sequence[int] | None = None,
     task: str | Path | None = None,
     limit: int = 40,
     skip_first: bool = False,
-    batch_size: int = 8,
-    device: str = "cpu",
-    dtype: Dtype = "float32",
-    seed: int = 0,
-    offset: int = 0,
-    balance: bool = False,
-    save_activations: bool = False,
-    second_moment: bool = False,
-    trust_remote_code: bool = False,
-    checkpoint_every: float = 30.0,
-    engine: Engine = "local",
-    ray_address: str | None = None,
-    workers: int | None = None,
-    threads: int | None = None,
-    activations_dir: str | Path | None = None,
-    out: str | Path | None = None,
-    progress: bool = True,
     view: ModelView | None = None,
+    **options: Unpack[CaptureOptions],
 ) -> Result:
     """``geomlens report``: every analysis on one capture, then ``report.html``.
 
@@ -307,4 +299,4 @@ def report(
     """
     from geomlens.commands.report import ReportConfig, run
 
-    return run(ReportConfig.of(locals()), view=view)
+    return run(ReportConfig.of(with_options(locals())), view=view)
