@@ -139,17 +139,17 @@ def statistics_kept_then_finishes(d: Path, out: Path, mp: pytest.MonkeyPatch) ->
 
 
 def nan_in_second_batch(d: Path, out: Path, mp: pytest.MonkeyPatch) -> None:
-    real = geomlens.capture.capture.hidden_states
+    real = geomlens.capture.capture.batch_hidden_states
     calls = {"n": 0}
 
-    def hidden_states(view, input_ids, layers):  # type: ignore[no-untyped-def]
-        hidden = real(view, input_ids, layers)
+    def hidden_states(*args, **kwargs):  # type: ignore[no-untyped-def]
+        hidden = real(*args, **kwargs)
         calls["n"] += 1
         if calls["n"] == 2:
             hidden[3] = torch.full_like(hidden[3], float("nan"))
         return hidden
 
-    mp.setattr(geomlens.capture.capture, "hidden_states", hidden_states)
+    mp.setattr(geomlens.capture.capture, "batch_hidden_states", hidden_states)
 
 
 def batches_before_nan_kept(d: Path, out: Path, mp: pytest.MonkeyPatch) -> None:

@@ -93,16 +93,16 @@ def finished(clean: tuple[Path, bytes], tmp_path: Path) -> Path:
 
 def interrupt_after_first_batch(monkeypatch: pytest.MonkeyPatch) -> None:
     """The capture dies in batch 2, after the checkpoint of batch 1, like a kill."""
-    real = geomlens.capture.capture.hidden_states
+    real = geomlens.capture.capture.batch_hidden_states
     calls = {"n": 0}
 
-    def hidden_states(view, input_ids, layers):  # type: ignore[no-untyped-def]
+    def hidden_states(*args, **kwargs):  # type: ignore[no-untyped-def]
         calls["n"] += 1
         if calls["n"] == 2:
             raise KeyboardInterrupt
-        return real(view, input_ids, layers)
+        return real(*args, **kwargs)
 
-    monkeypatch.setattr(geomlens.capture.capture, "hidden_states", hidden_states)
+    monkeypatch.setattr(geomlens.capture.capture, "batch_hidden_states", hidden_states)
 
 
 @pytest.fixture

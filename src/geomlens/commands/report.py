@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import ClassVar
 
 from geomlens.capture.capture import CaptureConfig
-from geomlens.commands import lifecycle
+from geomlens.commands import lifecycle, sphere
 from geomlens.commands.capture import Analysis, CaptureRunConfig, run_command, tap_factory
 from geomlens.commands.decompose import analyse_decomposition
 from geomlens.commands.options import add_capture_options, capture_options, finished
 from geomlens.commands.result import Result
-from geomlens.commands.sphere import DEFAULT_PROMPT, IDENTITY_WINDOWS, analyse_sphere, load_nouns
+from geomlens.commands.sphere import DEFAULT_PROMPT, analyse_sphere, load_nouns
 from geomlens.commands.walk import KERNEL_WINDOWS, TOP_K, analyse_walk, default_text
 from geomlens.corpus import Windows
 from geomlens.engines import EngineConfig
@@ -296,7 +296,7 @@ def _report_locked(
         checkpoint_every_s=checkpoint_every_s,
         engine=engine,
         sections=("capture", *(s for name, _, _ in stages for s in STAGE_SECTIONS[name])),
-        taps=tap_factory(norms=IDENTITY_WINDOWS, attention=KERNEL_WINDOWS),
+        taps=tap_factory(norms=sphere.IDENTITY_WINDOWS, attention=KERNEL_WINDOWS),
     )
     write_report(run.path)
     return open_run(run.path)
