@@ -145,15 +145,18 @@ def update_or_save(
     batch: int,
     n_batches: int,
     rows: slice,
+    taps: Taps | None = None,
     taps_before: dict[str, torch.Tensor] | None = None,
 ) -> None:
     """``acc.update``; on NaN or inf, the batches before are saved (with the taps' state
-    before this batch, ``taps_before``) and one sentence says which batch and contexts
-    held them (the accumulator is left as it was)."""
+    before this batch: ``taps_before`` where the batch fed them, else ``taps`` as they are)
+    and one sentence says which batch and contexts held them (the accumulator is left as
+    it was)."""
     try:
         acc.update(captured)
     except NonFiniteError as exc:
-        folder.save_checkpoint(acc.state_dict() | (taps_before or {}), batch)
+        saved = progress_state(acc, taps) if taps_before is None else acc.state_dict() | taps_before
+        folder.save_checkpoint(saved, batch)
         kept = (
             f"batches 1-{batch} before it are saved in {folder.path}"
             if batch
@@ -208,10 +211,11 @@ def capture_windows(
         for batch in range(start, n_batches):
             rows = slice(batch * b, min(n_c, (batch + 1) * b))
             ids, index = input_ids[rows], torch.arange(n_c)[rows]
-            before = taps.state_dict() if taps else None
+            # only a batch that feeds the taps changes them: its state before is kept
+            before = taps.state_dict() if taps and rows.start < taps.windows else None
             hidden = batch_hidden_states(view, ids, layers, taps, rows.start)
             captured = CapturedBatch(hidden, index)
-            update_or_save(acc, captured, folder, batch, n_batches, rows, before)
+            update_or_save(acc, captured, folder, batch, n_batches, rows, taps, before)
             if config.save_activations:
                 write_shard(
                     folder.path / "activations" if activations is None else activations,

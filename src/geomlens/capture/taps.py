@@ -72,9 +72,10 @@ class Taps(StateParts):
     be built (``empty_like``) and Ray workers can build their own.
     """
 
+    what = "tap"
+
     def __init__(self, taps: Mapping[str, Tap]):
         self.taps = dict(taps)
-        self.what = "tap"
         self.factory: TapsFactory | None = None
         self.view: ModelView | None = None
 
