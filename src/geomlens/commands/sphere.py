@@ -33,6 +33,7 @@ from geomlens.commands.capture import CaptureRunConfig, filled_tap, run_command,
 from geomlens.commands.options import add_capture_options, capture_options, finished, parse_layers
 from geomlens.commands.result import Result
 from geomlens.corpus import Windows, load_corpus
+from geomlens.corpus.tokenized import document_ids
 from geomlens.errors import GeomlensError, short_list
 from geomlens.io.progress import Step, StepLines, quiet
 from geomlens.io.runfolder import Run, RunFolder, write_json
@@ -93,13 +94,19 @@ def token_strings(view: ModelView) -> list[str]:
 
 def corpus_counts(view: ModelView, corpus_name: str) -> np.ndarray:
     """[vocab] token counts over the whole corpus (for frequency ranks)."""
-    corpus = load_corpus(corpus_name)
     V = int(view.W_E.shape[0])
-    encoded = view.tokenizer(
-        [d.text for d in corpus.documents], add_special_tokens=False, verbose=False
-    )["input_ids"]
-    flat = np.fromiter((i for doc in encoded for i in doc), dtype=np.int64)
-    return np.bincount(flat[flat < V], minlength=V).astype(np.float64)
+    counts = np.zeros(V, dtype=np.float64)
+    pending: list[np.ndarray] = []
+    for i, ids in enumerate(document_ids(load_corpus(corpus_name), view.tokenizer)):
+        pending.append(ids)
+        if i % 1024 == 1023:  # one bincount per 1024 documents, not one per document
+            flat = np.concatenate(pending)
+            counts += np.bincount(flat[flat < V], minlength=V)
+            pending.clear()
+    if pending:
+        flat = np.concatenate(pending)
+        counts += np.bincount(flat[flat < V], minlength=V)
+    return counts
 
 
 def sphere_figures(

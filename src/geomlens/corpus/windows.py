@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from geomlens.corpus.sources import Corpus, _feed
+from geomlens.corpus.tokenized import document_ids
 from geomlens.errors import GeomlensError
 
 if TYPE_CHECKING:
@@ -23,7 +24,6 @@ if TYPE_CHECKING:
 SPECIAL_TOKEN_MODES = ("auto", "model", "none")
 """Accepted values of `make_windows(special_tokens=...)`."""
 
-_TOKENIZE_CHUNK = 256  # documents per batched tokenizer call; bounds memory on big corpora
 _PROBE_TEXT = "the geometry of language"
 
 
@@ -214,18 +214,10 @@ def _text_prefixes(
     Whole texts are tokenized (no truncation in the tokenizer, no cutting of the text), so
     the kept prefix is exactly the tokenizer's own tokens of the document.
     """
-    prefixes: list[list[int] | None] = []
-    texts = [d.text for d in corpus.documents]
-    for start in range(0, len(texts), _TOKENIZE_CHUNK):
-        encoded = tokenizer(
-            texts[start : start + _TOKENIZE_CHUNK],
-            add_special_tokens=False,
-            return_attention_mask=False,
-            return_token_type_ids=False,
-            verbose=False,  # silences "longer than the model's maximum length"; we cut below
-        )["input_ids"]
-        prefixes.extend(list(ids[:needed]) if len(ids) >= needed else None for ids in encoded)
-    return prefixes
+    return [
+        [int(i) for i in ids[:needed]] if len(ids) >= needed else None
+        for ids in document_ids(corpus, tokenizer)
+    ]
 
 
 def _choose_balanced(
