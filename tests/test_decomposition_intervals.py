@@ -118,7 +118,7 @@ def test_intervals_cover_planted_shares_about_95_percent() -> None:
             h = pos[None] + s_ctx * rng.standard_normal((C, 1, d))
             h = h + s_noise * rng.standard_normal((C, T, d))
             acc = _filled(h, groups=G, batch=32)
-            row = analyse_layer(acc.finalize(0), None, 0, subspaces=False).to_dict()
+            row = analyse_layer(acc.finalize(0), None, 0, baseline=False).to_dict()
             found = decomposition_intervals(acc, [row], None, n_draws=30, seed=seed)
             for key, value in planted.items():
                 low, high = found["layers"]["0"][key]
@@ -132,3 +132,34 @@ def test_no_groups_no_intervals_with_the_reason() -> None:
     acc = DecompositionAccumulator([0], 4, 5, 3, False)
     found = decomposition_intervals(acc, [], None)
     assert found["method"] is None and "fewer than 8" in found["why"]
+
+
+@pytest.mark.parametrize("overlap", [0.0, 0.6])
+def test_the_subspace_incoherence_gets_an_interval_that_finds_planted_overlap(
+    overlap: float,
+) -> None:
+    """pos in the first 3 coordinates; each context's vector in coordinates 3..d-1, plus
+    ``overlap`` times a random mix of pos's coordinates. Orthogonal subspaces give a
+    mean principal-angle cosine near 0, with an interval near 0; an overlap gives an
+    interval well above it that holds the whole-corpus number."""
+    C, T, d, G = 64, 16, 24, 16
+    rng = np.random.default_rng(5)
+    angle = np.linspace(0, np.pi, T)
+    pos = np.zeros((T, d))
+    pos[:, 0], pos[:, 1], pos[:, 2] = 3 * np.cos(angle), 3 * np.sin(angle), angle - angle.mean()
+    ctx = np.zeros((C, d))
+    ctx[:, 3:] = rng.standard_normal((C, d - 3))
+    ctx[:, :3] = overlap * rng.standard_normal((C, 3)) * 3
+    h = pos[None] + ctx[:, None] + 0.05 * rng.standard_normal((C, T, d))
+    acc = _filled(h, groups=G, batch=16)
+    with threadpool_limits(1, user_api="blas"):
+        row = analyse_layer(acc.finalize(0), None, 0).to_dict()
+        found = decomposition_intervals(acc, [row], None, n_draws=30, seed=0)
+    low, high = found["layers"]["0"]["incoherence_mean"]
+    assert low <= row["incoherence_mean"] <= high
+    assert found["medians"]["incoherence_mean"] == [low, high]  # one layer: its median
+    assert "incoherence_mean" not in found["not_resampled"]
+    if overlap == 0.0:
+        assert high < 0.1
+    else:
+        assert low > 0.3

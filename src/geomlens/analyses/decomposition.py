@@ -164,7 +164,8 @@ def analyse_layer(
     stats: DecompositionStats,
     labels: Labels | None = None,
     seed: int = 0,
-    subspaces: bool = True,
+    baseline: bool = True,
+    incoherence_k: int | None = None,
 ) -> LayerDecomposition:
     """All position/context numbers of one layer.
 
@@ -172,8 +173,10 @@ def analyse_layer(
         stats: one layer's decomposition statistics.
         labels: [C] one document label per context (ints or strings), or None.
         seed: seed of the random incoherence baseline and of k-means.
-        subspaces: compute the principal-angle incoherence (its random baseline takes
-            most of this function's time); when False its fields are nan (resamples).
+        baseline: draw the principal-angle incoherence's random baseline (most of this
+            function's time); resamples skip it (``incoherence_random`` is nan).
+        incoherence_k: the dimension of the compared subspaces (default ``pos_rank95``);
+            resamples pass the whole corpus's, so every draw compares the same dimension.
 
     Returns:
         The layer's results; deterministic for a given seed.
@@ -188,11 +191,8 @@ def analyse_layer(
     rank = spectra.screenot_rank(pos, svals=svals)
     rank95 = spectra.energy_rank(svals, 0.95)
     gram = spectra.gram_matrix(pos)
-    inc = (
-        incoherence.incoherence(pos, ctx, rank95, seed=seed, pos_svd=(svals, vt))
-        if subspaces
-        else incoherence.NOT_COMPUTED
-    )
+    k = rank95 if incoherence_k is None else incoherence_k
+    inc = incoherence.incoherence(pos, ctx, k, seed=seed, pos_svd=(svals, vt), baseline=baseline)
     coherence = incoherence.vector_coherence(pos, ctx, seed)
 
     clusters = None if labels is None else context_clusters.context_clusters(ctx, labels, seed)

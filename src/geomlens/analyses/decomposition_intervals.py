@@ -47,6 +47,7 @@ RESAMPLED = (
     "ctx_cos_within",
     "ctx_cos_between",
     "ctx_cluster_ari",
+    "incoherence_mean",
 )
 """The per-layer numbers that get an interval."""
 
@@ -54,6 +55,7 @@ UNIT = (0.0, 1.0)
 BOUNDS = {
     **{key: UNIT for key in ("share_pos", "share_ctx", "share_resid", "pos_explained")},
     **{key: UNIT for key in ("pos_low_freq", "coherence_max", "coherence_mean")},
+    "incoherence_mean": UNIT,
     **{key: UNIT for key in ("ctx_cos_within", "ctx_cos_between")},
     "ctx_cluster_ari": (-1.0, 1.0),
     "pos_rank": (0.0, float("inf")),
@@ -65,7 +67,7 @@ BOUNDS = {
 
 NOT_RESAMPLED = {
     "rel_norm_pos": "needs the second moments (d x d) of every group",
-    "incoherence_mean": "the principal-angle variant: its random baseline costs seconds a draw",
+    "rel_norm_pos_centred": "needs the second moments (d x d) of every group",
 }
 """Headline numbers without an interval, and why."""
 
@@ -88,16 +90,26 @@ def _draw_numbers(
     acc: DecompositionAccumulator,
     weights: np.ndarray,
     labels: Labels | None,
-    skip_first: bool,
+    whole: list[dict[str, Any]],
     seed: int,
 ) -> dict[int, dict[str, float]]:
-    """layer -> every resampled number of one draw."""
+    """layer -> every resampled number of one draw (``whole``: the whole-corpus rows).
+
+    The principal-angle incoherence compares subspaces of the whole corpus's dimension;
+    a draw whose contexts span fewer dimensions leaves it out (undefined there)."""
     out = {}
-    for layer in acc.layers:
-        stats, rows = acc.resample(layer, weights, skip_first)
+    for layer, full in zip(acc.layers, whole, strict=True):
+        stats, rows = acc.resample(layer, weights, bool(full["skip_first"]))
         drawn = None if labels is None else [labels[r] for r in rows]
-        row = analyse_layer(stats, drawn, seed, subspaces=False).to_dict()
-        out[layer] = {k: row[k] for k in RESAMPLED if isinstance(row.get(k), (int, float))}
+        k = full.get("incoherence_k")
+        row = analyse_layer(stats, drawn, seed, baseline=False, incoherence_k=k).to_dict()
+        if row.get("incoherence_k") != k:
+            row["incoherence_mean"] = None
+        out[layer] = {
+            key: row[key]
+            for key in RESAMPLED
+            if isinstance(row.get(key), (int, float)) and np.isfinite(row[key])
+        }
     return out
 
 
@@ -149,9 +161,8 @@ def decomposition_intervals(
             "why": "no interval groups were kept (fewer than 8 fit: too few contexts, or "
             "positional sums too large for the memory budget)",
         }
-    skip_first = bool(rows[0]["skip_first"]) if rows else False
     per_draw = [
-        _draw_numbers(acc, weights, labels, skip_first, seed)
+        _draw_numbers(acc, weights, labels, rows, seed)
         for weights in group_draws(acc.groups, n_draws, seed)
     ]
     layers = {}
@@ -167,10 +178,13 @@ def decomposition_intervals(
     for key in RESAMPLED:
         whole = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
         drawn = [[d[layer][key] for layer in acc.layers if key in d[layer]] for d in per_draw]
-        if whole and all(drawn):
+        if whole:  # a draw's median counts only when it has every layer the whole corpus has
             value = statistics.median(whole)
             medians[key] = half_sample_interval(
-                value, [statistics.median(v) for v in drawn], acc.groups, BOUNDS[key]
+                value,
+                [statistics.median(v) if len(v) == len(whole) else None for v in drawn],
+                acc.groups,
+                BOUNDS[key],
             )
     return {
         "method": METHOD,

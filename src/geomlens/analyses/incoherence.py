@@ -36,10 +36,6 @@ class Incoherence:
     random_mean_cos: float
 
 
-NOT_COMPUTED = Incoherence(k=0, max_cos=math.nan, mean_cos=math.nan, random_mean_cos=math.nan)
-"""The principal-angle incoherence when it is not computed (resampled decompositions)."""
-
-
 def numerical_rank(svals: Array, shape: tuple[int, ...]) -> int:
     """Rank as numpy counts it: singular values above ``s_1 * max(shape) * eps``.
 
@@ -114,6 +110,7 @@ def incoherence(
     k: int,
     seed: int = 0,
     pos_svd: tuple[Array, Array] | None = None,
+    baseline: bool = True,
 ) -> Incoherence:
     """Principal angles between the top-k directions of ``pos`` and of ``ctx``.
 
@@ -123,6 +120,8 @@ def incoherence(
         k: requested dimension (capped by the numerical ranks of both parts).
         seed: seed of the random baseline.
         pos_svd: (singular values, Vt) of ``pos`` when already computed.
+        baseline: draw the random baseline (most of the time taken); when False its
+            field is nan (resamples compare with the whole corpus's baseline).
     """
     pos = np.asarray(pos, dtype=np.float64)
     ctx = np.asarray(ctx, dtype=np.float64)
@@ -135,8 +134,8 @@ def incoherence(
     if k <= 0:
         return Incoherence(0, math.nan, math.nan, math.nan)
     cos = principal_cosines(vt_pos[:k].T, vt_ctx[:k].T)
-    baseline = random_mean_cosine(pos.shape[1], k, k, seed)
-    return Incoherence(k, float(cos[0]), float(cos.mean()), baseline)
+    random = random_mean_cosine(pos.shape[1], k, k, seed) if baseline else math.nan
+    return Incoherence(k, float(cos[0]), float(cos.mean()), random)
 
 
 @dataclass(frozen=True)
