@@ -163,6 +163,19 @@ def test_probe_finds_planted_self_attending_heads():
         found = [h for h, f in enumerate(row) if f == 1.0]
         assert found == [1, 3]
         assert ranks[1] == ranks[3] == 1.0 and max(ranks[0], ranks[2]) > 1.0
+    # intervals over the 40 nouns: a planted head's fraction 1 has a Wilson interval
+    # reaching up to 1 and bounded below (40 of 40 rule out much under 0.9); each
+    # interval holds its number; a planted head's ranks are all 1, so no spread
+    for li in range(2):
+        for h in range(4):
+            low, high = probe.self_fraction_ci[li][h]
+            assert low <= probe.self_fraction[li][h] <= high
+            rlow, rhigh = probe.mean_self_rank_ci[li][h]
+            assert rlow <= probe.mean_self_rank[li][h] <= rhigh
+        for h in (1, 3):
+            assert probe.self_fraction_ci[li][h][0] > 0.9 and probe.self_fraction_ci[li][h][1] == 1
+            assert probe.mean_self_rank_ci[li][h] == [1.0, 1.0]
+    assert "Wilson" in probe.to_dict()["intervals"]
     probes = probe.tables["0"][1]["probes"]
     assert all(p["keys_nouns"][0] == p["noun"] for p in probes)
     assert all(p["keys_vocab"][0] == p["noun"] for p in probes)

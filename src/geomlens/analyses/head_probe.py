@@ -19,7 +19,7 @@ relative offset 0 (the rotation cancels) and learned positions are not added.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -28,7 +28,13 @@ from geomlens.analyses.sphere import norm_linear, readout_norm
 from geomlens.analyses.vocab import Columns, matrix_scores, scan_vocab
 from geomlens.errors import GeomlensError
 from geomlens.models.view import ModelView, NormView
+from geomlens.stats.intervals import percentiles, resamples, wilson
 from geomlens.stats.rounding import sig
+
+INTERVALS = (
+    "95% over the nouns: the self fraction by the Wilson score; the mean self rank by a "
+    "bootstrap of the query nouns (1000 draws seeded by the layer; the keys stay all nouns)"
+)
 
 
 def probe_input_norm(view: ModelView, layer: int) -> NormView | None:
@@ -114,6 +120,8 @@ class HeadProbe:
         layers: blocks probed.
         self_fraction: [layer][head] fraction of nouns whose top noun key is themselves.
         mean_self_rank: [layer][head] mean rank of the query among its noun keys.
+        self_fraction_ci, mean_self_rank_ci: [layer][head] their 95% intervals [low, high]
+            over the nouns (``INTERVALS`` says how).
         tables: per layer, per head, per noun: "keys_nouns", "keys_vocab", "vo_tokens".
         n_dropped: requested nouns that were not a single token.
     """
@@ -126,6 +134,8 @@ class HeadProbe:
     tables: dict[str, Any]
     n_dropped: int
     k: int
+    self_fraction_ci: list[list[list[float]]] = field(default_factory=list)
+    mean_self_rank_ci: list[list[list[float]]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         heads = []
@@ -140,6 +150,9 @@ class HeadProbe:
             "n_dropped_multi_token": self.n_dropped,
             "self_fraction": self.self_fraction,
             "mean_self_rank": self.mean_self_rank,
+            "self_fraction_ci": self.self_fraction_ci,
+            "mean_self_rank_ci": self.mean_self_rank_ci,
+            "intervals": INTERVALS,
             "heads": heads,
             "positions": "left out (rotary: offset 0; learned positions not added)",
         }
@@ -182,11 +195,13 @@ def probe_heads(
 
     ids = torch.as_tensor(list(noun_ids), dtype=torch.long)
     words = list(nouns) if nouns is not None else [tok(int(i)) for i in ids]
-    fractions, ranks, tables = [], [], {}
+    fractions, ranks, fraction_cis, rank_cis, tables = [], [], [], [], {}
     for layer in layers:
-        frac_row, rank_row, layer_tab = _probe_layer(view, layer, ids, k)
+        frac_row, rank_row, layer_tab, (frac_ci, rank_ci) = _probe_layer(view, layer, ids, k)
         fractions.append(frac_row)
         ranks.append(rank_row)
+        fraction_cis.append(frac_ci)
+        rank_cis.append(rank_ci)
         tables[str(layer)] = _layer_tables(layer_tab, words, tok)
     return HeadProbe(
         nouns=words,
@@ -197,6 +212,8 @@ def probe_heads(
         tables=tables,
         n_dropped=n_dropped,
         k=k,
+        self_fraction_ci=fraction_cis,
+        mean_self_rank_ci=rank_cis,
     )
 
 
@@ -223,11 +240,17 @@ def _layer_tables(
     ]
 
 
+Intervals = tuple[list[list[float]], list[list[float]]]
+
+
 def _probe_layer(
     view: ModelView, layer: int, ids: torch.Tensor, k: int
-) -> tuple[list[float], list[float], list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]]:
-    """One block's probe: per head the self fraction, the mean self rank, and the top ids
-    ([n, k] each) among the nouns, among the vocabulary (keys), and of W_VO's readout."""
+) -> tuple[
+    list[float], list[float], list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]], Intervals
+]:
+    """One block's probe: per head the self fraction, the mean self rank, the top ids
+    ([n, k] each) among the nouns, among the vocabulary (keys), and of W_VO's readout, and
+    the two numbers' intervals over the nouns."""
     n = len(ids)
     hw = view.blocks[layer].heads()
     _, rnorm = readout_norm(view)
@@ -235,6 +258,9 @@ def _probe_layer(
     queries, keys = _queries_keys(view, layer, hw, x)
     vocab_top = _vocab_keys(view, layer, hw, queries, k)
     frac_row, rank_row, tops = [], [], []
+    frac_ci: list[list[float]] = []
+    rank_ci: list[list[float]] = []
+    draws = resamples(n, seed=layer)
     for h in range(view.n_heads):
         with torch.inference_mode():
             s_n = (queries[h] @ keys[h].T).double()  # [n, n]
@@ -253,7 +279,11 @@ def _probe_layer(
         tops.append((top_n, vocab_top[h], vo_read.top_ids))
         frac_row.append(sig(float((rank == 1).double().mean())))
         rank_row.append(sig(float(rank.double().mean())))
-    return frac_row, rank_row, tops
+        w = wilson(int((rank == 1).sum()), n)
+        frac_ci.append([w["low"], w["high"]])
+        ranks = rank.double().numpy()
+        rank_ci.append([sig(v) for v in percentiles(ranks[draws].mean(1))])
+    return frac_row, rank_row, tops, (frac_ci, rank_ci)
 
 
 def _proj(v: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
