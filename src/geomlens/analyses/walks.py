@@ -33,6 +33,7 @@ from geomlens.analyses.vocab import Columns, Readout, ScoreFn, per_token, scan_v
 from geomlens.capture.hooks import cache_keyword
 from geomlens.errors import GeomlensError
 from geomlens.models.view import ModelView
+from geomlens.stats.intervals import block_bootstrap_mean
 from geomlens.stats.rounding import sig
 
 Array = npt.NDArray[np.float64]
@@ -169,7 +170,12 @@ class EncodingWalk:
     stack: str = "main"
 
     def summary(self, metric: str) -> dict[str, Any]:
-        """Leave/arrive layers by "dot" or "cos": medians over the positions that do."""
+        """Leave/arrive layers by "dot" or "cos": medians over the positions that do.
+
+        The never-leave/never-arrive fractions carry 95% intervals (``*_ci``) by the
+        circular block bootstrap over positions, seed 0: neighbouring positions of a text
+        are dependent, so an interval over independent positions would be too narrow.
+        """
         leave = getattr(self, f"leave_{metric}")
         arrive = getattr(self, f"arrive_{metric}")
         left, came = leave[leave >= 0], arrive[arrive >= 0]
@@ -178,6 +184,8 @@ class EncodingWalk:
             "frac_never_leave": sig(np.mean(leave < 0)),
             "arrive_layer_median": None if not len(came) else sig(np.median(came)),
             "frac_never_arrive": sig(np.mean(arrive < 0)),
+            "frac_never_leave_ci": block_bootstrap_mean(leave < 0, seed=0),
+            "frac_never_arrive_ci": block_bootstrap_mean(arrive < 0, seed=0),
         }
 
     def to_dict(self) -> dict[str, Any]:

@@ -12,9 +12,12 @@ from geomlens.report.section import Section, pct
 def leave_reading(enc: dict[str, Any]) -> str:
     """How many positions see their own token leave its neighbourhood (an encoding walk)."""
     cos = enc["cos"]
+    ci = cos.get("frac_never_leave_ci")  # runs before the block bootstrap have none
+    shown = "" if not ci else f" (95% interval {pct(1 - ci['high'])}-{pct(1 - ci['low'])})"
     return (
-        f"{pct(1 - cos['frac_never_leave'])} of positions see their own token leave the "
-        f"top-{enc['k']} nearest tokens (cosine), at median layer {cos['leave_layer_median']}."
+        f"{pct(1 - cos['frac_never_leave'])}{shown} of positions see their own token leave "
+        f"the top-{enc['k']} nearest tokens (cosine), at median layer "
+        f"{cos['leave_layer_median']}."
     )
 
 
