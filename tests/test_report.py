@@ -173,7 +173,7 @@ def test_compare_two_runs(report_run: Path, tmp_path: Path, capsys) -> None:
     claims_csv = (tmp_path / "cmp" / "compare_claims.csv").read_text().splitlines()
     n_claims = len(json.loads((report_run / "metrics.json").read_text())["claims"])
     assert len(claims_csv) == 1 + 2 * n_claims
-    assert claims_csv[0] == "run,id,paper,verdict,number,low,high,threshold"
+    assert claims_csv[0] == "run,id,paper,verdict,number,low,high,threshold,published"
 
 
 def test_compare_refuses_a_folder_that_is_not_a_run(tmp_path: Path, capsys) -> None:

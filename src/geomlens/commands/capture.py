@@ -48,7 +48,7 @@ from geomlens.io.runfolder import (
 )
 from geomlens.models.loading import load_configured
 from geomlens.models.view import ModelView
-from geomlens.report.claims import claim_records
+from geomlens.report.claims import claim_records, published_section
 from geomlens.stats import DecompositionAccumulator
 from geomlens.stats.decomposition import GROUP_STATE, interval_groups, state_spec
 
@@ -398,8 +398,13 @@ def _run_locked(
         # machine (threads spinning against torch's); torch's own threads are unaffected.
         with threadpool_limits(limits=1, user_api="blas"):
             analyse(folder, view, windows, acc)
-        # The papers' claims, decided once from the numbers just written.
-        folder.merge_metrics("claims", claim_records(folder.read_metrics(), manifest["model"]))
+        # The papers' claims, decided once from the numbers just written, and the numbers
+        # a paper publishes for this model beside the run's own.
+        metrics = folder.read_metrics()
+        folder.merge_metrics("claims", claim_records(metrics, manifest["model"]))
+        published = published_section(metrics, manifest["model"])
+        if published is not None:
+            folder.merge_metrics("published", published)
     return lifecycle.complete(folder, manifest, started, timing)
 
 

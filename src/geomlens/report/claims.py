@@ -12,6 +12,7 @@ import statistics
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from geomlens.report.published import comparison, published_for, published_text
 from geomlens.stats.intervals import wilson
 from geomlens.stats.rounding import sig
 
@@ -36,6 +37,8 @@ class Claim:
         low, high: its 95% interval (None where the run has none; see ``interval``).
         threshold: the number the rule compares it with.
         interval: how the interval was obtained, or why there is none.
+        published: the paper's own number for this run's model ("" when it gives none;
+            see ``report.published``).
     """
 
     id: str
@@ -49,6 +52,7 @@ class Claim:
     high: float | None = None
     threshold: float | None = None
     interval: str = NO_INTERVAL
+    published: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The record metrics.json keeps under "claims"."""
@@ -74,6 +78,17 @@ def skip_first_intervals(metrics: dict[str, Any]) -> dict[str, Any]:
     dec = metrics.get("decomposition") or {}
     view = dec if dec.get("skip_first") else dec.get("other_view") or {}
     return dict(view.get("intervals") or {})
+
+
+def published_section(
+    metrics: dict[str, Any], model: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """The run's numbers beside a paper's for the same model (None when no paper gives
+    numbers for this run's model, or the run has no decomposition)."""
+    found, rows = published_for(model), skip_first_layers(metrics)
+    if found is None or not rows:
+        return None
+    return comparison(found, rows, skip_first_intervals(metrics))
 
 
 def median_interval(
@@ -166,8 +181,9 @@ def _median_claim(
     )
 
 
-def _position_claims(metrics: dict[str, Any]) -> list[Claim]:
+def _position_claims(metrics: dict[str, Any], model: dict[str, Any]) -> list[Claim]:
     rows = skip_first_layers(metrics)
+    published = published_section(metrics, model)
     found = skip_first_intervals(metrics)
     explained, rank = median_of(rows, "pos_explained"), median_of(rows, "pos_rank")
     low, smooth = median_of(rows, "pos_low_freq"), median_of(rows, "pos_smoothness")
@@ -183,18 +199,21 @@ def _position_claims(metrics: dict[str, Any]) -> list[Claim]:
         return text(number, fmt, low=lo, high=hi)
 
     claims = [
-        _median_claim(
-            "song.pos_low_rank",
-            "The positional part is low-rank",
-            "median over layers: the top ScreeNOT-rank singular values carry >= 50% of the sum",
-            "–"
-            if explained is None
-            else f"explained {shown(explained, 'pos_explained', '.2f')} at median rank "
-            f"{text(rank, 'g')}",
-            explained,
-            0.5,
-            True,
-            (found, "pos_explained", 1.0),
+        replace(
+            _median_claim(
+                "song.pos_low_rank",
+                "The positional part is low-rank",
+                "median over layers: the top ScreeNOT-rank singular values carry >= 50% of the sum",
+                "–"
+                if explained is None
+                else f"explained {shown(explained, 'pos_explained', '.2f')} at median rank "
+                f"{text(rank, 'g')}",
+                explained,
+                0.5,
+                True,
+                (found, "pos_explained", 1.0),
+            ),
+            published=published_text(published, "pos_rank"),
         ),
         _median_claim(
             "song.pos_low_frequency",
@@ -404,7 +423,18 @@ def _stack_claims(
     enc = walk.get("encoding") or {}
     never = (enc.get("cos") or {}).get("frac_never_leave")
     n_pos = enc.get("n_positions")
-    lo, hi = (None, None) if never is None or not n_pos else _fraction_interval(never, n_pos)
+    blocks = (enc.get("cos") or {}).get("frac_never_leave_ci")
+    if never is None or not n_pos:
+        lo, hi, how = None, None, "none: no walk analysis"
+    elif blocks:  # neighbouring positions resampled together
+        lo, hi = blocks["low"], blocks["high"]
+        how = f"{blocks['method']}, {blocks['n_boot']} draws"
+    else:  # a run made before the block bootstrap
+        lo, hi = _fraction_interval(never, n_pos)
+        how = (
+            "Wilson score over positions of the walk text (neighbouring positions are not "
+            "independent: the interval is a lower bound on the uncertainty)"
+        )
     kern = walk.get("kernels") or {}
     neg = kern.get("negative_self_bias_fraction")
     n_kern = (
@@ -432,8 +462,7 @@ def _stack_claims(
             lo,
             hi,
             threshold=0.5,
-            interval="Wilson score over positions of the walk text (neighbouring positions "
-            "are not independent: the interval is a lower bound on the uncertainty)",
+            interval=how,
         ),
         Claim(
             f"singh.negative_self_bias{suffix}",
@@ -559,7 +588,7 @@ def claims(metrics: dict[str, Any], model: dict[str, Any] | None = None) -> list
     """
     model = model or {}
     return [
-        *_position_claims(metrics),
+        *_position_claims(metrics, model),
         *_sphere_claims(metrics),
         *_walk_claims(metrics, model),
         *_concept_claims(metrics),

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from geomlens.io.runfolder import Run
-from geomlens.report.claims import run_claims
+from geomlens.report.claims import run_claims, text
 from geomlens.report.html import escape, readings, table
 from geomlens.report.section import Section
 from geomlens.report.sections.decomposition import decomposition_readings
@@ -42,9 +43,12 @@ def claims_section(run: Run) -> str:
     rows = []
     for c in run_claims(run.metrics, run.manifest):
         css = VERDICT_CSS.get(c["verdict"], "verdict-not")
+        value = escape(c["value"])
+        if c.get("published"):
+            value += f'<br><span class="note">published: {escape(c["published"])}</span>'
         rows.append(
             f"<tr><td>{escape(c['claim'])}</td><td>{escape(c['paper'])}</td>"
-            f'<td class="{css}">{escape(c["verdict"])}</td><td>{escape(c["value"])}</td>'
+            f'<td class="{css}">{escape(c["verdict"])}</td><td>{value}</td>'
             f"<td>{escape(c['rule'])}</td><td>{escape(c['interval'])}</td></tr>"
         )
     head = "".join(
@@ -59,8 +63,37 @@ def claims_section(run: Run) -> str:
     body = "".join(rows)
     return (
         f'{note}<table class="numbers claims"><thead><tr>{head}</tr></thead>'
-        f"<tbody>{body}</tbody></table>"
+        f"<tbody>{body}</tbody></table>" + published_tables(run.metrics.get("published"))
     )
+
+
+def published_tables(published: dict[str, Any] | None) -> str:
+    """The paper's per-layer numbers for this run's model beside the run's ("" when the
+    paper gives none for it): one table per quantity, a row per layer."""
+    if not published:
+        return ""
+    out = (
+        f"<h3>Published numbers for {escape(published['model'])}</h3>"
+        f'<p class="note">{escape(published["source"])}. Their setup: '
+        f"{escape(published['setup'])}. This run's numbers leave position 0 out, as theirs "
+        "do; other windows and corpora make them comparable in kind, not digit for digit.</p>"
+    )
+    for q in published["quantities"]:
+        corpora = list(q["published"])
+        ours = q["ours"]
+        rows = [
+            [layer, value, *(q["published"][c]["layers"].get(layer) for c in corpora)]
+            for layer, value in ours["layers"].items()
+        ]
+        rows.append(
+            [
+                "median",
+                text(ours["median"], "g", low=ours["low"], high=ours["high"]),
+                *(q["published"][c]["median"] for c in corpora),
+            ]
+        )
+        out += table(["layer", "this run", *corpora], rows, q["name"])
+    return out
 
 
 def run_section(run: Run) -> str:
