@@ -3,6 +3,7 @@ the concept tests read are found (or built once) before any test module is colle
 
 from __future__ import annotations
 
+import fcntl
 import os
 from pathlib import Path
 
@@ -24,10 +25,14 @@ def task_data() -> Path:
     if (beside / "bigbench").is_dir():
         return beside
     cache = Path(platformdirs.user_cache_dir("geomlens")) / "data"
-    if not (cache / "bigbench" / "NOTICE.md").is_file():
-        from geomlens.concepts.data import fetch_bigbench
+    cache.mkdir(parents=True, exist_ok=True)
+    # every test worker imports this file: one builds, the others wait for it
+    with open(cache / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (cache / "bigbench" / "NOTICE.md").is_file():
+            from geomlens.concepts.data import fetch_bigbench
 
-        fetch_bigbench(cache / "bigbench")
+            fetch_bigbench(cache / "bigbench")
     return cache
 
 
