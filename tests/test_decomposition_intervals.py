@@ -163,3 +163,21 @@ def test_the_subspace_incoherence_gets_an_interval_that_finds_planted_overlap(
         assert high < 0.1
     else:
         assert low > 0.3
+
+
+def test_a_subspace_wider_than_half_the_contexts_can_span_says_why_it_has_no_interval() -> None:
+    """16 contexts in 8 groups: a half-sample holds 8 contexts, so its context part spans
+    at most 7 dimensions, fewer than the whole corpus's k (about 13 for a random pos):
+    no draw defines the subspace incoherence at that k, and the intervals say so."""
+    rng = np.random.default_rng(9)
+    h = rng.standard_normal((16, 1, 24)) + rng.standard_normal((1, 16, 24))
+    acc = _filled(h + 0.1 * rng.standard_normal((16, 16, 24)), groups=8, batch=8)
+    with threadpool_limits(1, user_api="blas"):
+        row = analyse_layer(acc.finalize(0), None, 0).to_dict()
+        found = decomposition_intervals(acc, [row], None, n_draws=10, seed=0)
+    assert row["incoherence_k"] > 7
+    assert found["layers"]["0"]["incoherence_mean"] == [None, None]
+    assert "incoherence_mean" not in found["medians"] and "share_pos" in found["medians"]
+    assert (
+        "half of the contexts span fewer dimensions" in found["not_resampled"]["incoherence_mean"]
+    )

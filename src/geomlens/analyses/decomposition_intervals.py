@@ -174,24 +174,34 @@ def decomposition_intervals(
             for key in RESAMPLED
             if isinstance(row.get(key), (int, float))
         }
-    medians = {}
+    medians, not_resampled = {}, dict(NOT_RESAMPLED)
     for key in RESAMPLED:
         whole = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
         drawn = [[d[layer][key] for layer in acc.layers if key in d[layer]] for d in per_draw]
-        if whole:  # a draw's median counts only when it has every layer the whole corpus has
-            value = statistics.median(whole)
-            medians[key] = half_sample_interval(
-                value,
-                [statistics.median(v) if len(v) == len(whole) else None for v in drawn],
-                acc.groups,
-                BOUNDS[key],
+        if not whole:
+            continue
+        # a draw's median counts only when it has every layer the whole corpus has
+        found = half_sample_interval(
+            statistics.median(whole),
+            [statistics.median(v) if len(v) == len(whole) else None for v in drawn],
+            acc.groups,
+            BOUNDS[key],
+        )
+        if found[0] is not None:
+            medians[key] = found
+        elif key == "incoherence_mean":
+            k = max(int(r.get("incoherence_k") or 0) for r in rows)
+            not_resampled[key] = (
+                f"the median over layers is undefined in most draws: at the whole corpus's k "
+                f"(up to {k}) half of the contexts span fewer dimensions in some layers "
+                "(each layer keeps its interval where it is defined)"
             )
     return {
         "method": METHOD,
         "groups": acc.groups,
         "n_draws": n_draws,
         "seed": seed,
-        "not_resampled": dict(NOT_RESAMPLED),
+        "not_resampled": not_resampled,
         "layers": layers,
         "medians": medians,
     }
