@@ -23,6 +23,7 @@ from geomlens.models import BUNDLED
 from geomlens.models.loading import resolve_folder
 from geomlens.report import published
 from geomlens.report.claims import claims, published_section
+from geomlens.report.page import write_report
 
 GPT2_SMALL = {"family": "gpt2", "n_layers": 12, "d_model": 768, "vocab": 50257}
 SMOLLM2 = {"family": "llama", "n_layers": 30, "d_model": 576, "vocab": 49152}
@@ -128,6 +129,10 @@ def test_a_gpt2_run_keeps_and_shows_the_published_numbers(gpt2_run: Path, tmp_pa
         found = {r["id"]: r for r in csv.DictReader(f)}
     assert "on GitHub" in found["song.pos_low_rank"]["published"]
     assert found["song.pos_low_frequency"]["published"] == ""
+
+    page = write_report(gpt2_run).read_text()  # the run's own page: its Claims section
+    assert "Published numbers for GPT-2 small" in page
+    assert "relative norm of pos (centred states)" in page and "published: " in page
 
 
 def test_a_run_of_another_model_has_no_published_numbers(minilm_report: Path) -> None:
