@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -96,15 +97,9 @@ def corpus_counts(view: ModelView, corpus_name: str) -> np.ndarray:
     """[vocab] token counts over the whole corpus (for frequency ranks)."""
     V = int(view.W_E.shape[0])
     counts = np.zeros(V, dtype=np.float64)
-    pending: list[np.ndarray] = []
-    for i, ids in enumerate(document_ids(load_corpus(corpus_name), view.tokenizer)):
-        pending.append(ids)
-        if i % 1024 == 1023:  # one bincount per 1024 documents, not one per document
-            flat = np.concatenate(pending)
-            counts += np.bincount(flat[flat < V], minlength=V)
-            pending.clear()
-    if pending:
-        flat = np.concatenate(pending)
+    documents = document_ids(load_corpus(corpus_name), view.tokenizer)
+    while chunk := list(itertools.islice(documents, 1024)):  # one bincount per 1024 documents
+        flat = np.concatenate(chunk)
         counts += np.bincount(flat[flat < V], minlength=V)
     return counts
 

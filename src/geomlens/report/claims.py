@@ -607,3 +607,10 @@ def run_claims(metrics: dict[str, Any], manifest: dict[str, Any]) -> list[dict[s
     claims computed now from its numbers."""
     stored = metrics.get("claims")
     return list(stored) if stored is not None else claim_records(metrics, manifest.get("model"))
+
+
+def run_published(metrics: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any] | None:
+    """A paper's numbers for the run's model beside the run's, as the run stored them or
+    (a run made before they were kept) computed now; None when no paper has any."""
+    stored = metrics.get("published")
+    return stored if stored else published_section(metrics, manifest.get("model"))

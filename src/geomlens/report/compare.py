@@ -21,7 +21,7 @@ from geomlens.errors import GeomlensError
 from geomlens.io.files import damaged, replacing, write_text_atomic
 from geomlens.io.runfolder import RERUN, Run, open_run
 from geomlens.report import interactive as plots
-from geomlens.report.claims import published_section, run_claims, skip_first_layers
+from geomlens.report.claims import run_claims, run_published, skip_first_layers
 from geomlens.report.html import escape, plot, section, table
 from geomlens.report.page import LOADER, STYLE
 from geomlens.report.sections.overview import published_tables
@@ -30,6 +30,9 @@ COLUMNS = (
     *("share_pos", "share_ctx", "rel_norm_pos", "rel_norm_pos_centred"),
     *("pos_rank", "pos_explained", "pos_low_freq"),
 )
+
+CLAIM_KEYS = ("id", "paper", "verdict", "number", "low", "high", "threshold", "published")
+"""The columns of compare_claims.csv after the run."""
 
 
 def label(run: Run) -> str:
@@ -94,6 +97,12 @@ def summary_rows(runs: list[Run]) -> list[list[Any]]:
     return rows
 
 
+def claim_cell(claim: dict[str, Any]) -> str:
+    """One run's claim as "verdict: number", with the published number when there is one."""
+    cell = f"{claim['verdict']}: {claim['value']}"
+    return cell + (f" (published: {claim['published']})" if claim.get("published") else "")
+
+
 def claims_table(runs: list[Run]) -> tuple[list[str], list[list[Any]]]:
     """The papers' claims side by side: one row per claim, one "verdict: number" column per
     run (a claim a run does not make, such as an encoder-decoder's decoder stack, is "–")."""
@@ -102,29 +111,15 @@ def claims_table(runs: list[Run]) -> tuple[list[str], list[list[Any]]]:
     rows = []
     for cid in order:
         first = next(claims[cid] for claims in found if cid in claims)
-        cells = [
-            f"{claims[cid]['verdict']}: {claims[cid]['value']}"
-            + (f" (published: {claims[cid]['published']})" if claims[cid].get("published") else "")
-            if cid in claims
-            else "–"
-            for claims in found
-        ]
+        cells = [claim_cell(claims[cid]) if cid in claims else "–" for claims in found]
         rows.append([first["claim"], first["paper"], *cells])
     return ["claim", "paper", *(label(r) for r in runs)], rows
 
 
-def published_of(run: Run) -> dict[str, Any] | None:
-    """A paper's numbers for the run's model beside the run's (as the run stored them, or
-    computed now for a run made before they were kept); None when no paper has any."""
-    stored = run.metrics.get("published")
-    return stored if stored else published_section(run.metrics, run.manifest.get("model"))
-
-
 def claim_rows(runs: list[Run]) -> list[list[Any]]:
     """compare_claims.csv: one row per run and claim, with its number and interval."""
-    keys = ("id", "paper", "verdict", "number", "low", "high", "threshold", "published")
     return [
-        [label(run), *(c.get(k) for k in keys)]
+        [label(run), *(c.get(k) for k in CLAIM_KEYS)]
         for run in runs
         for c in run_claims(run.metrics, run.manifest)
     ]
@@ -165,10 +160,7 @@ def write_compare(paths: list[str | Path], out: str | Path) -> Path:
     long = long_rows(runs)
     header = ["run", "layer", "depth", *COLUMNS]
     write_csv(out / "compare.csv", header, long)
-    claim_header = [
-        *("run", "id", "paper", "verdict", "number", "low", "high", "threshold", "published")
-    ]
-    write_csv(out / "compare_claims.csv", claim_header, claim_rows(runs))
+    write_csv(out / "compare_claims.csv", ["run", *CLAIM_KEYS], claim_rows(runs))
     figures = "".join(
         plot(depth_figure(runs, key), f"plot-{key}", f"{key} by relative depth")
         for key in ("share_pos", "rel_norm_pos", "pos_rank")
@@ -179,7 +171,7 @@ def write_compare(paths: list[str | Path], out: str | Path) -> Path:
         table(["run", "layers", *COLUMNS], summary_rows(runs)),
     )
     body += section("claims", "The papers' claims, run by run", table(*claims_table(runs)))
-    published = [(run, published_of(run)) for run in runs]
+    published = [(run, run_published(run.metrics, run.manifest)) for run in runs]
     if any(p for _, p in published):
         body += section(
             "published",

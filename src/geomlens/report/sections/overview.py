@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from geomlens.io.runfolder import Run
-from geomlens.report.claims import run_claims, text
+from geomlens.report.claims import run_claims, run_published, text
 from geomlens.report.html import escape, readings, table
 from geomlens.report.section import Section
 from geomlens.report.sections.decomposition import decomposition_readings
@@ -61,9 +61,10 @@ def claims_section(run: Run) -> str:
         "interval holds the threshold is inconclusive: this run cannot decide it.</p>"
     )
     body = "".join(rows)
+    published = published_tables(run_published(run.metrics, run.manifest))
     return (
         f'{note}<table class="numbers claims"><thead><tr>{head}</tr></thead>'
-        f"<tbody>{body}</tbody></table>" + published_tables(run.metrics.get("published"))
+        f"<tbody>{body}</tbody></table>{published}"
     )
 
 
