@@ -25,7 +25,7 @@ T = TypeVar("T")
 #: state entries indexed by context, and the axis of that index
 PER_CONTEXT = {"ctx_sum": 1, "first": 1, "seen": 0, "ctx_sumsq": 1}
 #: state entries summed over contexts (a shard's interval groups are the run's)
-SUMMED = ("pos_sum", "sumsq", "second", "group_pos_sum")
+SUMMED = ("pos_sum", "sumsq", "second", "group_pos_sum", "group_sketch")
 
 
 def tree_reduce(items: Sequence[T], combine: Callable[[T, T], T]) -> T:

@@ -456,6 +456,8 @@ class Run:
                 "second" in state,
                 groups,
             )
+            if "group_sketch" not in state:  # saved before the sketches existed
+                spec.pop("group_sketch", None)
         except (KeyError, ValueError, IndexError, TypeError):
             raise damaged(path, "it is not a decomposition state", RERUN) from None
         why = check_state(state, spec) if n_l else "it covers no layer"

@@ -29,6 +29,9 @@ class DecompositionStats:
         ctx: [C, d] context part, mean over positions minus mu.
         total_ss: sum over (c,t) of |h - mu|^2.
         second_moment: [d, d] uncentred ``sum h h^T`` over all used (c,t), or None.
+        second_sketch: [d, r] ``second_moment @ sketch_basis(d, r)``, or None: what a
+            resample keeps of the second moments (``resample`` fills it, ``finalize``
+            has the matrix itself).
         n_contexts: C.
         positions: the positions kept (0..T-1, or 1..T-1 when the first is skipped).
         skip_first: whether position 0 was dropped.
@@ -43,6 +46,7 @@ class DecompositionStats:
     n_contexts: int
     positions: np.ndarray
     skip_first: bool
+    second_sketch: np.ndarray | None = None
 
     @property
     def length(self) -> int:
@@ -68,8 +72,34 @@ the hidden states themselves."""
 INTERVAL_BYTES = 256 * 2**20
 """Most bytes of the float32 per-group positional sums kept for intervals (all layers)."""
 
-GROUP_STATE = ("group_pos_sum", "ctx_sumsq")
-"""The state entries of the interval groups."""
+GROUP_STATE = ("group_pos_sum", "ctx_sumsq", "group_sketch")
+"""The state entries of the interval groups (a run saved before the sketch existed has the
+first two only)."""
+
+SKETCH_RANKS = (64, 32, 16)
+"""Columns of the random test matrix that sketches each group's second moments: the first
+that fits ``SKETCH_BYTES``. More columns estimate a resample's top eigenvalue better (see
+docs/decomposition.md, "Intervals")."""
+
+SKETCH_BYTES = 512 * 2**20
+"""Most bytes of the float64 per-group sketches (all layers); larger ones are not kept."""
+
+
+def sketch_rank(n_layers: int, groups: int, d_model: int, budget: int = SKETCH_BYTES) -> int:
+    """Columns of each group's second-moment sketch: the most of ``SKETCH_RANKS`` whose
+    sketches (float64, every layer and group) fit ``budget``; 0 (no sketch, no
+    relative-norm intervals) without groups or when none fits."""
+    for rank in SKETCH_RANKS if groups else ():
+        if n_layers * groups * d_model * rank * 8 <= budget:
+            return rank
+    return 0
+
+
+def sketch_basis(d_model: int, rank: int) -> np.ndarray:
+    """[d, r] the fixed Gaussian test matrix of the sketches (seeded by its shape, so every
+    shard and every resume uses the same one)."""
+    return np.random.default_rng([d_model, rank, 1729]).standard_normal((d_model, rank))
+
 
 MAX_GROUPS, MIN_GROUPS = 16, 8
 """Groups of contexts resampled for intervals: at most 16; fewer than 8 give none."""
@@ -117,6 +147,9 @@ def state_spec(
     if groups:
         spec["group_pos_sum"] = ((n_l, groups, length, d_model), torch.float32)
         spec["ctx_sumsq"] = ((n_l, n_contexts), f64)
+        rank = sketch_rank(n_l, groups, d_model) if second_moment else 0
+        if rank:
+            spec["group_sketch"] = ((n_l, groups, d_model, rank), f64)
     return spec
 
 
@@ -131,7 +164,10 @@ class DecompositionAccumulator:
     ``total_contexts`` in block c * groups // total_contexts), and each block keeps its own
     positional sums (float32) and each context its sum of squares: enough to redo the
     decomposition on a resample of blocks (``resample``) for intervals, in memory that
-    does not grow with the corpus. A shard's accumulator covers contexts
+    does not grow with the corpus. With second moments, each block also keeps a sketch of
+    its own, ``sum h h^T @ Omega`` for a fixed [d, r] Gaussian ``Omega``: a resample's
+    top eigenvalue comes from it (``analyses.decomposition.relative_norms``) where the
+    d x d matrices of every block would not fit. A shard's accumulator covers contexts
     ``context_offset`` onwards of ``total_contexts``.
     """
 
@@ -169,6 +205,13 @@ class DecompositionAccumulator:
             else None
         )
         self.ctx_sumsq = torch.zeros(n_l, n_contexts, dtype=f64, device=device) if groups else None
+        rank = sketch_rank(n_l, groups, d_model) if second_moment else 0
+        self.sketch_basis = (
+            torch.from_numpy(sketch_basis(d_model, rank)).to(device) if rank else None
+        )
+        self.group_sketch = (
+            torch.zeros(n_l, groups, d_model, rank, dtype=f64, device=device) if rank else None
+        )
 
     def update(self, batch: CapturedBatch) -> None:
         """Add one batch; raises NonFiniteError (state untouched) if any value is NaN/inf.
@@ -191,7 +234,7 @@ class DecompositionAccumulator:
         finite = torch.isfinite(torch.cat([part[4] for part in parts]))
         if not bool(finite.all()):  # one device-to-host read per batch
             raise NonFiniteError(self.layers[int(finite.logical_not().nonzero()[0, 0])])
-        for rows, pos, ctx, first, sumsq, second, row_sq in parts:
+        for rows, pos, ctx, first, sumsq, second, row_sq, sketch in parts:
             self.pos_sum[rows] += pos
             self.ctx_sum[rows].index_add_(1, idx, ctx)
             self.first[rows].index_copy_(1, idx, first)
@@ -200,6 +243,8 @@ class DecompositionAccumulator:
                 self.second[rows] += second
             if self.ctx_sumsq is not None and row_sq is not None:
                 self.ctx_sumsq[rows].index_add_(1, idx, row_sq)
+            if self.group_sketch is not None and sketch is not None:
+                self.group_sketch[rows].index_add_(1, self.group_of[idx], sketch)
         if self.group_pos_sum is not None:
             group = self.group_of[idx]
             for i, layer in enumerate(self.layers):
@@ -225,29 +270,36 @@ class DecompositionAccumulator:
         torch.Tensor,
         torch.Tensor | None,
         torch.Tensor | None,
+        torch.Tensor | None,
     ]:
         """One group's sums: (rows, pos [g,T,d], ctx [g,B,d], first [g,B,d], sumsq [g],
-        second, row_sq [g,B] each context's sum of squares, kept with interval groups).
+        second, row_sq [g,B] each context's sum of squares, kept with interval groups,
+        sketch [g,B,d,r] each context's ``sum_t h h^T @ Omega``, kept with the sketches).
 
         One float64 copy of the group, read by each sum: casting inside every reduction
         would copy once per sum, and these copies, not the sums, bound the time on a GPU.
         Float64 throughout also lets finalize(skip_first=True) subtract position 0's
-        (possibly massive) squares exactly. Second moments add positions 1.. as one
-        float32 product per layer (in float64 afterwards) and position 0 in float64.
+        (possibly massive) squares exactly. Second moments and their sketches add
+        positions 1.. as float32 products (in float64 afterwards) and position 0 in float64.
         """
         device = self.pos_sum.device
         h = torch.stack([batch.hidden[layer].to(device) for layer in self.layers[rows]])
         h64 = h.to(torch.float64)
         sumsq = torch.linalg.vector_norm(h64.flatten(1), dim=1).square()
+        rest, first = h[:, :, 1:].to(torch.float32), h64[:, :, 0]
         second = None
         if self.second is not None:
-            rest = h[:, :, 1:].reshape(h.shape[0], -1, self.d_model).to(torch.float32)
-            first = h64[:, :, 0]
-            second = torch.bmm(rest.transpose(1, 2), rest).double() + torch.bmm(
+            flat = rest.reshape(h.shape[0], -1, self.d_model)
+            second = torch.bmm(flat.transpose(1, 2), flat).double() + torch.bmm(
                 first.transpose(1, 2), first
             )
         row_sq = h64.square().sum((2, 3)) if self.groups else None
-        return rows, h64.sum(1), h64.sum(2), h64[:, :, 0].clone(), sumsq, second, row_sq
+        sketch = None
+        if self.sketch_basis is not None:  # per context: sum_t h h^T Omega, alike
+            projected = rest @ self.sketch_basis.to(torch.float32)
+            sketch = (rest.transpose(2, 3) @ projected).double()
+            sketch += first.unsqueeze(3) * (first @ self.sketch_basis).unsqueeze(2)
+        return rows, h64.sum(1), h64.sum(2), first.clone(), sumsq, second, row_sq, sketch
 
     def merge(self, other: DecompositionAccumulator) -> DecompositionAccumulator:
         """Add another shard's sums into this one (in place) and return self."""
@@ -258,7 +310,7 @@ class DecompositionAccumulator:
             self.d_model,
         ):
             raise ValueError("cannot merge decomposition accumulators of different shapes")
-        if other.groups != self.groups:
+        if other._group_names() != self._group_names():
             raise ValueError("cannot merge accumulators with different interval groups")
         for name in ("pos_sum", "ctx_sum", "first", "sumsq", "seen", *self._group_names()):
             getattr(self, name).add_(getattr(other, name).to(self.seen.device))
@@ -284,12 +336,12 @@ class DecompositionAccumulator:
         return {k: v.detach().cpu().contiguous() for k, v in state.items()}
 
     def _group_names(self) -> tuple[str, ...]:
-        """The state entries of the interval groups (none without groups)."""
-        return GROUP_STATE if self.groups else ()
+        """The state entries of the interval groups this accumulator keeps."""
+        return tuple(name for name in GROUP_STATE if getattr(self, name) is not None)
 
     def state_spec(self) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
         """Name, shape and dtype of every tensor of ``state_dict()`` (nothing is copied)."""
-        return state_spec(
+        spec = state_spec(
             self.layers,
             self.n_contexts,
             self.length,
@@ -297,6 +349,9 @@ class DecompositionAccumulator:
             self.second is not None,
             self.groups,
         )
+        if self.group_sketch is None:
+            spec.pop("group_sketch", None)
+        return spec
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         if state["layers"].tolist() != self.layers:
@@ -308,9 +363,23 @@ class DecompositionAccumulator:
                 raise ValueError("saved decomposition state has no second moments")
             self.second.copy_(state["second"])
         for name in self._group_names():
-            if name not in state:
+            if name == "group_sketch":
+                self._load_sketch(state.get(name))
+            elif name not in state:
                 raise ValueError("saved decomposition state has no interval groups")
-            getattr(self, name).copy_(state[name])
+            else:
+                getattr(self, name).copy_(state[name])
+
+    def _load_sketch(self, saved: torch.Tensor | None) -> None:
+        """Take a saved sketch as it is: none (saved before sketches existed), or of the
+        rank it was saved with."""
+        if saved is None or self.group_sketch is None:
+            self.group_sketch = self.sketch_basis = None
+            return
+        device = self.seen.device
+        rank = int(saved.shape[-1])
+        self.sketch_basis = torch.from_numpy(sketch_basis(self.d_model, rank)).to(device)
+        self.group_sketch = saved.to(device, torch.float64).clone()
 
     @classmethod
     def from_state_dict(cls, state: dict[str, torch.Tensor]) -> DecompositionAccumulator:
@@ -389,8 +458,9 @@ class DecompositionAccumulator:
 
         Returns:
             (stats, rows): the decomposition of the drawn contexts (a context drawn k
-            times is k rows of ``stats.ctx``; no second moments) and [C*] the context
-            each row of ``stats.ctx`` is, to resample labels alike.
+            times is k rows of ``stats.ctx``; no second moments, but their sketch where
+            the groups keep one) and [C*] the context each row of ``stats.ctx`` is, to
+            resample labels alike.
         """
         if self.group_pos_sum is None or self.ctx_sumsq is None:
             raise ValueError("this accumulator keeps no interval groups")
@@ -402,12 +472,19 @@ class DecompositionAccumulator:
         pos_sum = np.tensordot(w, group_sums, axes=1)  # [T, d]
         ctx_sum = self.ctx_sum[i].cpu().numpy()
         sumsq = self.ctx_sumsq[i].cpu().numpy()
+        sketch, basis = None, None
+        if self.group_sketch is not None and self.sketch_basis is not None:
+            sketch = np.tensordot(w, self.group_sketch[i].cpu().numpy(), axes=1)  # [d, r]
+            basis = self.sketch_basis.cpu().numpy()
         t0 = 0
         if skip_first:
             first = self.first[i].cpu().numpy()
             pos_sum, t0 = pos_sum[1:], 1
             ctx_sum = ctx_sum - first
             sumsq = sumsq - np.sum(first**2, axis=1)
+            if sketch is not None and basis is not None:
+                drawn = first[rows]
+                sketch = sketch - drawn.T @ (drawn @ basis)
         n_c, n_t = len(rows), pos_sum.shape[0]
         mean = pos_sum.sum(0) / (n_c * n_t)
         stats = DecompositionStats(
@@ -420,5 +497,6 @@ class DecompositionAccumulator:
             n_contexts=n_c,
             positions=np.arange(t0, self.length),
             skip_first=skip_first,
+            second_sketch=sketch,
         )
         return stats, rows
