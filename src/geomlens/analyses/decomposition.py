@@ -20,7 +20,11 @@ import numpy.typing as npt
 import scipy.sparse.linalg
 
 from geomlens.analyses import context_clusters, incoherence, spectra
-from geomlens.stats.decomposition import DecompositionAccumulator, DecompositionStats
+from geomlens.stats.decomposition import (
+    DecompositionAccumulator,
+    DecompositionStats,
+    sketch_basis,
+)
 
 Array = npt.NDArray[np.float64]
 Labels = Sequence[object] | npt.NDArray[np.generic]
@@ -45,7 +49,7 @@ class LayerDecomposition:
         share_ctx: T' * sum_c |ctx[c]|^2 / S.
         share_resid: sum |resid|^2 / S = 1 - share_pos - share_ctx.
         rel_norm_pos: ||pos broadcast to every context||_2 / ||H||_2 (H uncentred), or None
-            without second moments.
+            without second moments (a resample: estimated from their sketch).
         rel_norm_pos_centred: the same over ||H - mu||_2 (the later variant of the
             original code), or None without second moments.
         pos_rank: ScreeNOT rank of pos.
@@ -125,26 +129,61 @@ def relative_norms(
 
     The broadcast matrix has row (c, t) = pos[t], so its norm is sqrt(C) * ||pos||_2. The
     uncentred hidden states have norm sqrt(lambda_max(sum h h^T)); the centred ones
-    sqrt(lambda_max(sum h h^T - N mu mu^T)) with N = C * T'.
+    sqrt(lambda_max(sum h h^T - N mu mu^T)) with N = C * T'. A resample has only the
+    sketch ``(sum h h^T) @ Omega`` of its second moments: its top eigenvalues are then
+    Nystrom estimates (``nystrom_top_eigenvalue``), never above the exact ones.
 
     Args:
         stats: one layer's decomposition statistics.
         pos_top: ||pos||_2 when already known.
 
     Returns:
-        (uncentred, centred) relative norms, or (None, None) without second moments.
+        (uncentred, centred) relative norms, or (None, None) with neither the second
+        moments nor their sketch.
     """
-    if stats.second_moment is None:
+    if stats.second_moment is None and stats.second_sketch is None:
         return None, None
     if pos_top is None:
         pos_top = float(np.linalg.norm(stats.pos, ord=2))
     numerator = math.sqrt(stats.n_contexts) * pos_top
-    second = np.asarray(stats.second_moment, dtype=np.float64)
     n = stats.n_contexts * stats.length
-    centred = second - n * np.outer(stats.mean, stats.mean)
-    norms = [math.sqrt(max(_top_eigenvalue(m), 0.0)) for m in (second, centred)]
+    if stats.second_moment is not None:
+        second = np.asarray(stats.second_moment, dtype=np.float64)
+        centred = second - n * np.outer(stats.mean, stats.mean)
+        tops = [_top_eigenvalue(m) for m in (second, centred)]
+    else:
+        sketch = np.asarray(stats.second_sketch, dtype=np.float64)
+        basis = sketch_basis(sketch.shape[0], sketch.shape[1])
+        centred = sketch - n * np.outer(stats.mean, stats.mean @ basis)
+        tops = [nystrom_top_eigenvalue(y, basis) for y in (sketch, centred)]
+    norms = [math.sqrt(max(top, 0.0)) for top in tops]
     uncentred_ratio, centred_ratio = (numerator / x if x > 0 else math.nan for x in norms)
     return uncentred_ratio, centred_ratio
+
+
+def nystrom_top_eigenvalue(sketch: Array, basis: Array) -> float:
+    """Largest eigenvalue of the Nystrom approximation of a symmetric positive
+    semidefinite M from its sketch Y = M Omega: that of Y (Omega^T Y)^+ Y^T.
+
+    The approximation is the best M restricted to the range of Y, so its top eigenvalue
+    is at most M's and close to it when M's top eigenvalue stands out of the rest. A
+    small shift nu Omega keeps the core well conditioned and is taken off afterwards
+    (Tropp, Yurtsever, Udell & Cevher 2017, "Fixed-rank approximation of a positive
+    semidefinite matrix from streaming data").
+
+    Args:
+        sketch: [d, r] Y = M @ basis.
+        basis: [d, r] the test matrix Omega.
+    """
+    shift = np.finfo(np.float64).eps * math.sqrt(sketch.shape[0]) * np.linalg.norm(sketch, 2)
+    shifted = sketch + shift * basis
+    core = basis.T @ shifted
+    values, vectors = np.linalg.eigh((core + core.T) / 2)
+    keep = values > values[-1] * 1e-12
+    if not keep.any():
+        return 0.0
+    b = shifted @ (vectors[:, keep] / np.sqrt(values[keep]))
+    return max(float(np.linalg.svd(b, compute_uv=False)[0]) ** 2 - shift, 0.0)
 
 
 def _top_eigenvalue(m: Array) -> float:

@@ -15,6 +15,12 @@ share fell below the bootstrap's interval); the half-samples' spread is centred 
 number itself. Resampling whole groups of neighbouring windows keeps windows that share a
 document together. The medians over layers that the papers' claims read get their own
 intervals, from the median of each draw.
+
+The relative norms need each draw's top eigenvalue of ``sum h h^T``. The groups keep a
+sketch ``(sum h h^T) @ Omega`` of it (r columns), not the d x d matrix, so a draw's
+eigenvalue is a Nystrom estimate; each draw's relative norm is scaled by the whole
+corpus's exact number over its estimate from the summed sketches, which takes out the
+estimate's common bias.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from typing import Any
 import numpy as np
 import scipy.stats
 
-from geomlens.analyses.decomposition import Labels, analyse_layer
+from geomlens.analyses.decomposition import Labels, analyse_layer, relative_norms
 from geomlens.stats.decomposition import DecompositionAccumulator
 from geomlens.stats.rounding import sig
 
@@ -48,8 +54,13 @@ RESAMPLED = (
     "ctx_cos_between",
     "ctx_cluster_ari",
     "incoherence_mean",
+    "rel_norm_pos",
+    "rel_norm_pos_centred",
 )
 """The per-layer numbers that get an interval."""
+
+SKETCHED = ("rel_norm_pos", "rel_norm_pos_centred")
+"""The numbers a draw estimates from the groups' sketches of the second moments."""
 
 UNIT = (0.0, 1.0)
 BOUNDS = {
@@ -62,14 +73,15 @@ BOUNDS = {
     "pos_rank95": (0.0, float("inf")),
     "pos_stable_rank": (1.0, float("inf")),
     "pos_smoothness": (0.0, float("inf")),
+    **{key: (0.0, float("inf")) for key in SKETCHED},
 }
 """The range each number can take: an interval is cut to it."""
 
-NOT_RESAMPLED = {
-    "rel_norm_pos": "needs the second moments (d x d) of every group",
-    "rel_norm_pos_centred": "needs the second moments (d x d) of every group",
-}
-"""Headline numbers without an interval, and why."""
+NO_SKETCH = (
+    "the capture kept no sketch of each group's second moments (captured without second "
+    "moments, too large for the sketches' memory budget, or saved before they existed)"
+)
+"""Why the relative norms have no interval in a run without sketches."""
 
 METHOD = (
     "delete-half jackknife over G contiguous groups of contexts (each draw keeps G // 2 "
@@ -86,17 +98,40 @@ def group_draws(groups: int, n_draws: int, seed: int) -> np.ndarray:
     return keep
 
 
+def sketch_corrections(
+    acc: DecompositionAccumulator, whole: list[dict[str, Any]]
+) -> dict[int, dict[str, float]]:
+    """layer -> {relative norm: the whole corpus's exact number over its estimate from
+    the summed sketches}; each draw's estimate is multiplied by it. Empty without
+    sketches."""
+    if acc.group_sketch is None:
+        return {}
+    everything = np.ones(acc.groups)
+    out = {}
+    for layer, full in zip(acc.layers, whole, strict=True):
+        stats, _ = acc.resample(layer, everything, bool(full["skip_first"]))
+        estimates = dict(zip(SKETCHED, relative_norms(stats), strict=True))
+        out[layer] = {
+            key: full[key] / estimates[key]
+            for key in SKETCHED
+            if isinstance(full.get(key), (int, float)) and (estimates[key] or 0) > 0
+        }
+    return out
+
+
 def _draw_numbers(
     acc: DecompositionAccumulator,
     weights: np.ndarray,
     labels: Labels | None,
     whole: list[dict[str, Any]],
     seed: int,
+    corrections: dict[int, dict[str, float]],
 ) -> dict[int, dict[str, float]]:
     """layer -> every resampled number of one draw (``whole``: the whole-corpus rows).
 
     The principal-angle incoherence compares subspaces of the whole corpus's dimension;
-    a draw whose contexts span fewer dimensions leaves it out (undefined there)."""
+    a draw whose contexts span fewer dimensions leaves it out (undefined there). The
+    relative norms are sketch estimates times ``corrections`` (absent without one)."""
     out = {}
     for layer, full in zip(acc.layers, whole, strict=True):
         stats, rows = acc.resample(layer, weights, bool(full["skip_first"]))
@@ -105,6 +140,9 @@ def _draw_numbers(
         row = analyse_layer(stats, drawn, seed, baseline=False, incoherence_k=k).to_dict()
         if row.get("incoherence_k") != k:
             row["incoherence_mean"] = None
+        for key in SKETCHED:
+            factor = corrections.get(layer, {}).get(key)
+            row[key] = None if factor is None or row.get(key) is None else row[key] * factor
         out[layer] = {
             key: row[key]
             for key in RESAMPLED
@@ -151,7 +189,8 @@ def decomposition_intervals(
         seed: seed of the draws and of every analysis.
 
     Returns:
-        {"method", "groups", "n_draws", "seed", "not_resampled": {key: why},
+        {"method", "groups", "n_draws", "seed", "sketch_rank" (columns of the groups'
+         second-moment sketches, or None), "not_resampled": {key: why},
          "layers": {layer: {key: [low, high]}}, "medians": {key: [low, high]}}, or
         {"method": None, "why": ...} when the accumulator keeps no groups.
     """
@@ -161,8 +200,9 @@ def decomposition_intervals(
             "why": "no interval groups were kept (fewer than 8 fit: too few contexts, or "
             "positional sums too large for the memory budget)",
         }
+    corrections = sketch_corrections(acc, rows)
     per_draw = [
-        _draw_numbers(acc, weights, labels, rows, seed)
+        _draw_numbers(acc, weights, labels, rows, seed, corrections)
         for weights in group_draws(acc.groups, n_draws, seed)
     ]
     layers = {}
@@ -174,7 +214,8 @@ def decomposition_intervals(
             for key in RESAMPLED
             if isinstance(row.get(key), (int, float))
         }
-    medians, not_resampled = {}, dict(NOT_RESAMPLED)
+    medians: dict[str, list[Any]] = {}
+    not_resampled = {} if acc.group_sketch is not None else dict.fromkeys(SKETCHED, NO_SKETCH)
     for key in RESAMPLED:
         whole = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
         drawn = [[d[layer][key] for layer in acc.layers if key in d[layer]] for d in per_draw]
@@ -201,6 +242,7 @@ def decomposition_intervals(
         "groups": acc.groups,
         "n_draws": n_draws,
         "seed": seed,
+        "sketch_rank": None if acc.group_sketch is None else int(acc.group_sketch.shape[-1]),
         "not_resampled": not_resampled,
         "layers": layers,
         "medians": medians,

@@ -76,9 +76,16 @@ def intervals_reading(found: dict[str, Any]) -> str:
     if not found.get("method"):
         return f"No intervals over contexts: {found.get('why', 'none in this run')}."
     left = "; ".join(f"{k} ({why})" for k, why in (found.get("not_resampled") or {}).items())
+    rank = found.get("sketch_rank")
+    sketch = (
+        f" The relative norms' draws estimate the top eigenvalue from a {rank}-column sketch "
+        "of each group's second moments (Nystrom), scaled to the whole corpus's exact number."
+        if rank
+        else ""
+    )
     return (
         f"Intervals (95%, position 0 skipped): {found['method']}; {found['n_draws']} draws of "
-        f"{found['groups']} groups. Not resampled: {left}."
+        f"{found['groups']} groups.{sketch}" + (f" Not resampled: {left}." if left else "")
     )
 
 
