@@ -45,7 +45,7 @@ def rows(n: int = 13) -> list[dict[str, Any]]:
 
 
 def metrics_of(layer_rows: list[dict[str, Any]]) -> dict[str, Any]:
-    medians = {"pos_rank": [10.0, 12.0], "pos_stable_rank": [1.4, 1.6]}
+    medians = {"pos_rank": [10.0, 12.0], "rel_norm_pos_centred": [0.5, 0.7]}
     return {
         "decomposition": {
             "skip_first": True,
@@ -79,7 +79,9 @@ def test_the_comparison_holds_both_sides_layer_by_layer() -> None:
     norm = by_key["rel_norm_pos_centred"]
     assert norm["ours"]["layers"]["12"] == pytest.approx(0.62)
     assert norm["published"]["GitHub"]["layers"]["12"] == 0.123
-    assert (norm["ours"]["low"], norm["ours"]["high"]) == (None, None)  # not resampled
+    assert (norm["ours"]["low"], norm["ours"]["high"]) == (0.5, 0.7)
+    stable = by_key["pos_stable_rank"]
+    assert (stable["ours"]["low"], stable["ours"]["high"]) == (None, None)  # none planted
     # a run of fewer layers: the medians are over the layers it has, with no interval
     short = published_section(metrics_of(rows(5)), GPT2_SMALL)
     assert short is not None
@@ -119,6 +121,8 @@ def test_a_gpt2_run_keeps_and_shows_the_published_numbers(gpt2_run: Path, tmp_pa
     assert keys == ["pos_rank", "pos_stable_rank", "rel_norm_pos_centred"]
     ours = metrics["published"]["quantities"][0]["ours"]["layers"]
     assert sorted(ours, key=int) == [str(i) for i in range(13)]
+    norm = metrics["published"]["quantities"][2]["ours"]  # resampled from the sketches
+    assert norm["low"] is not None and norm["low"] <= norm["median"] <= norm["high"]
     low_rank = next(c for c in metrics["claims"] if c["id"] == "song.pos_low_rank")
     assert "on OpenWebText" in low_rank["published"]
 
