@@ -57,6 +57,19 @@ def ref_rank(scores: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     return (scores > scores.gather(-1, ids[:, None])).sum(-1)
 
 
+def assert_ranks_match(got: Any, scores: torch.Tensor, ids: torch.Tensor) -> None:
+    """``got`` [M] are the ranks of ids in whole rows of ``scores``, except by at most the
+    number of tokens whose score lies within float32 rounding of the target's (1e-5 of the
+    row's largest magnitude): a product over a chunk of the vocabulary may round those the
+    other way than the whole product does, on a BLAS whose order of summation follows the
+    matrix's shape."""
+    target = scores.gather(-1, ids[:, None])
+    tol = 1e-5 * scores.abs().amax(-1, keepdim=True)
+    near = ((scores - target).abs() <= tol).sum(-1) - 1  # the target itself left out
+    off = (torch.as_tensor(np.asarray(got)) - ref_rank(scores, ids)).abs()
+    assert bool((off <= near).all()), (off.tolist(), near.tolist())
+
+
 @pytest.fixture(scope="module")
 def tied_ties() -> ModelView:
     """A tiny Llama (vocab 96, tied embeddings) whose embedding rows 10..19 all equal row 5
@@ -146,14 +159,13 @@ def test_encoding_walk_chunked_equals_whole(smollm2: ModelView):
         walk = encoding_walk(smollm2, hidden, names, ids, k=5)
     r = comparable(smollm2, hidden, names)
     for li in (0, len(r) // 2, len(r) - 1):
-        (_, top_d, own_d), (_, top_c, own_c) = _walk_reference(smollm2, r[li], ids, 5)
+        (dot, top_d, _), (cos, top_c, _) = _walk_reference(smollm2, r[li], ids, 5)
         assert np.array_equal(walk.top_dot[li], top_d.numpy())
         assert np.array_equal(walk.top_cos[li], top_c.numpy())
-        assert np.array_equal(walk.own_rank_dot[li], own_d.numpy())
-        assert np.array_equal(walk.own_rank_cos[li], own_c.numpy())
-        (_, _, nxt_d), (_, _, nxt_c) = _walk_reference(smollm2, r[li][:-1], ids[1:], 5)
-        assert np.array_equal(walk.next_rank_dot[li], nxt_d.numpy())
-        assert np.array_equal(walk.next_rank_cos[li], nxt_c.numpy())
+        assert_ranks_match(walk.own_rank_dot[li], dot, ids)
+        assert_ranks_match(walk.own_rank_cos[li], cos, ids)
+        assert_ranks_match(walk.next_rank_dot[li], dot[:-1], ids[1:])
+        assert_ranks_match(walk.next_rank_cos[li], cos[:-1], ids[1:])
 
 
 def test_decoding_walk_chunked_equals_whole(smollm2: ModelView):

@@ -209,7 +209,10 @@ def scan_vocab(
     Ranks compare with each target's score as ``score`` gives it for the target alone; a
     chunk's product can round that score differently by an ulp, so the chunk holding the
     target checks it, and rows where the two differ are counted again with the chunk's
-    own value (the whole-vocabulary product's value), so a rank never depends on rounding.
+    own value. Each rival keeps the value of its own chunk's product: where the BLAS sums
+    in an order that follows the matrix's shape, a rival within a rounding step of the
+    target can fall the other way than in the whole-vocabulary product (a rank off by
+    one, of 49,152, was seen so on an AMD EPYC machine).
     """
     ids = None if rank_ids is None else rank_ids.long().reshape(n_rows, -1)
     targets = None if ids is None else _target_scores(score, ids)
