@@ -49,10 +49,10 @@ def test_nystrom_is_exact_up_to_rank_r_and_a_lower_bound_beyond() -> None:
 
 
 def test_the_sketch_rank_follows_the_memory_budget() -> None:
-    assert sketch_rank(31, 16, 576) == 64  # SmolLM2, 16 groups: 146 MiB
-    assert sketch_rank(33, 16, 4096) == 16  # a 7B model: 277 MiB (64 columns: 1.1 GiB)
+    assert sketch_rank(31, 16, 576) == 64  # SmolLM2, 16 groups: 146 MB
+    assert sketch_rank(33, 16, 4096) == 16  # a 7B model: 277 MB (32 columns: 554 MB)
     assert sketch_rank(31, 0, 576) == 0
-    assert sketch_rank(81, 16, 8192) == 0  # a 70B model: 16 columns would take 1.3 GiB
+    assert sketch_rank(81, 16, 8192) == 0  # a 70B model: 16 columns would take 1.36 GB
 
 
 @pytest.mark.parametrize("skip_first", [False, True])
