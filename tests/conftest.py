@@ -9,6 +9,7 @@ from pathlib import Path
 
 import platformdirs
 import pytest
+from tiny_models import gemma3, gpt2, t5, t5_relu  # noqa: F401 (tiny model fixtures, module-scoped)
 
 from geomlens.models import ModelView, load_model
 

@@ -181,7 +181,7 @@ def self_scores(block: BlockView, hidden: torch.Tensor) -> torch.Tensor:
 
     The norm module runs as the model runs it (its own dtype); the queries and keys come
     from the view's per-head weights in float64 (checked against Hugging Face's attention
-    for every family in tests/test_families.py).
+    for every family in tests/models/test_families.py).
     """
     norm = block.attn_input_norm
     device = block.attn.heads().W_Q.device

@@ -37,7 +37,8 @@ def families(args: argparse.Namespace) -> int:
         row = family.describe()
         row["gguf"] = any(t in gguf or family.name in gguf for t in family.model_types)
         row["verified_by"] = (
-            f"tests/test_families.py (rows {family.name}*), tests/test_family_commands.py"
+            f"tests/models/test_families.py (rows {family.name}*), "
+            "tests/models/test_family_commands.py"
         )
         rows.append(row)
     if args.json:
@@ -49,7 +50,8 @@ def families(args: argparse.Namespace) -> int:
     print_table(rows, ["family", "position", "layout", "norm", "gguf", "features"])
     print(
         "\nEach family is checked against Hugging Face on tiny random models "
-        "(tests/test_families.py) and runs every command (tests/test_family_commands.py)."
+        "(tests/models/test_families.py) and runs every command "
+        "(tests/models/test_family_commands.py)."
     )
     return 0
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-NOTEBOOK = Path(__file__).resolve().parents[1] / "docs" / "python_api.ipynb"
+NOTEBOOK = Path(__file__).resolve().parents[2] / "docs" / "python_api.ipynb"
 
 
 def test_notebook_is_committed_without_outputs():

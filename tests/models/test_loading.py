@@ -6,7 +6,7 @@ import time
 
 import pytest
 import torch
-from test_inputs_whole import char_tokenizer
+from tiny_models import char_tokenizer
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from geomlens.capture import CaptureConfig

@@ -47,7 +47,7 @@ from geomlens.errors import GeomlensError
 
 # The task folder: $GEOMLENS_DATA (.ci/run sets it), else ../shared/data beside the repo.
 DATA = Path(
-    os.environ.get("GEOMLENS_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data"
+    os.environ.get("GEOMLENS_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"
 )
 if not (DATA / "bigbench").is_dir():
     raise RuntimeError(
@@ -248,7 +248,9 @@ def test_word_aggregations_on_planted_vectors():
     torch.testing.assert_close(agg.word_aggregate(x, "mean"), torch.tensor([0.75, -0.5]))
     torch.testing.assert_close(agg.word_aggregate(x, "w1mean"), torch.tensor([0.4, -0.4]))
     torch.testing.assert_close(agg.word_aggregate(x, "last"), torch.tensor([0.0, 2.0]))
-    relu = torch.relu  # a ReLU model's FFN activation (tests/test_concept_schemes.py: GELU)
+    relu = (
+        torch.relu
+    )  # a ReLU model's FFN activation (tests/concepts/test_concept_schemes.py: GELU)
     torch.testing.assert_close(agg.word_aggregate(x, "relu|mean", relu), torch.tensor([1.0, 1.5]))
     torch.testing.assert_close(
         agg.word_aggregate(x, "-relu|mean", relu), torch.tensor([-0.25, -2.0])

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
-from test_model_view import VOCAB, _tiny, gemma3, gpt2, t5  # noqa: F401 (fixtures)
+from tiny_models import VOCAB, _tiny
 
 from geomlens.analyses.kernels import (
     KernelAccumulator,

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import torch
 import transformers
-from test_families import CASES, Case
+from family_cases import CASES, Case
 
 from geomlens.cli import main
 from geomlens.models import BUNDLED

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from test_families import CASES, SEQ, VOCAB, _build
+from family_cases import CASES, SEQ, VOCAB, build_case
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from geomlens.analyses import attention_parts as ap
@@ -110,7 +110,7 @@ _VIEWS: dict[str, ModelView] = {}
 def tiny(case_id: str) -> ModelView:
     """The tiny random model of test_families' case ``case_id`` (built once)."""
     if case_id not in _VIEWS:
-        _VIEWS[case_id] = _build(next(c for c in CASES if c.id == case_id))
+        _VIEWS[case_id] = build_case(next(c for c in CASES if c.id == case_id))
     return _VIEWS[case_id]
 
 

@@ -33,7 +33,7 @@ from geomlens.errors import GeomlensError
 from geomlens.models import ModelView, load_model
 
 DATA = Path(
-    os.environ.get("GEOMLENS_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data"
+    os.environ.get("GEOMLENS_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"
 )
 TIMEDIAL = str(resources.files("geomlens") / "data" / "timedial_200.json")
 INIT = {"t5-v1_1": 0.5, "t5-v1_0": 1.0}

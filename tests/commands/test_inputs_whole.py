@@ -22,29 +22,14 @@ import pytest
 import torch
 import transformers
 from safetensors.torch import load_file, save_file
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from tiny_models import char_tokenizer
+from tokenizers import Tokenizer, models, pre_tokenizers
 
 import geomlens.report.compare as compare
 from geomlens.cli import main
 from geomlens.corpus import load_corpus
 from geomlens.corpus.sources import MAX_DOCUMENT_CHARS
 from geomlens.models import load_model
-
-CHARS = "abcdefghijklmnopqrstuvwxyz0123456789.,'?!-:;ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-
-
-def char_tokenizer(size: int) -> Any:
-    """A character-level tokenizer of exactly ``size`` ids (``size`` >= 8): [UNK], the
-    word boundary, then letters, digits and punctuation, then filler tokens; a tiny model
-    of ``vocab_size=size`` covers it, and ordinary words get distinct ids."""
-    symbols = ["[UNK]", "\u2581", *CHARS][:size]
-    symbols += [f"<extra_{k}>" for k in range(size - len(symbols))]
-    vocab = {s: i for i, s in enumerate(symbols)}
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.Metaspace()
-    tok.decoder = decoders.Metaspace()
-    return transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]")
-
 
 VOCAB = 64
 

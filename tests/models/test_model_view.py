@@ -14,120 +14,26 @@ from typing import Any
 
 import pytest
 import torch
+from tiny_models import VOCAB, char_tokenizer
 from torch import nn
 from transformers.activations import ACT2FN
 
 from geomlens.errors import GeomlensError
 from geomlens.models import BUNDLED, BlockView, ModelView, NormView, load_model
 from geomlens.models.families import family_for
-from geomlens.models.families.gemma3 import GEMMA3, local_rope_theta
-from geomlens.models.families.gpt2 import GPT2
+from geomlens.models.families.gemma3 import local_rope_theta
 from geomlens.models.families.t5 import T5, T5DecoderBlockView, unembedding_scale
 
 ATOL = 1e-5
 SEQ = 7
-VOCAB = 96
 
 # --------------------------------------------------------------------------- fixtures
-
-
-def _tiny(family: Any, config: Any, seed: int) -> ModelView:
-    """A random float32 model built from ``config`` (eager attention), seen by ``family``."""
-    import transformers
-
-    auto = {
-        "causal-lm": transformers.AutoModelForCausalLM,
-        "seq2seq-lm": transformers.AutoModelForSeq2SeqLM,
-    }[family.auto_class]
-    torch.manual_seed(seed)
-    model = auto.from_config(config, attn_implementation="eager", dtype=torch.float32)
-    with torch.no_grad():
-        # Norm gains start at 1 (or 0 for Gemma) and biases at 0: move them off those values
-        # so that a wrong gain, offset or bias cannot pass unnoticed.
-        for p in model.parameters():
-            if p.ndim == 1:
-                p.add_(0.2 * torch.randn_like(p))
-    model.eval().requires_grad_(False)
-    assert family_for(config) is family
-    return family.build(model, None, f"tiny-{family.name}", "memory")
 
 
 def _bundled(name: str) -> ModelView:
     if not BUNDLED[name].installed:
         pytest.skip(f"{name} is not installed ({BUNDLED[name].install})")
     return load_model(name, attention="eager")
-
-
-@pytest.fixture(scope="module")
-def gpt2() -> ModelView:
-    from transformers import GPT2Config
-
-    config = GPT2Config(
-        vocab_size=VOCAB,
-        n_positions=32,
-        n_embd=64,
-        n_layer=2,
-        n_head=4,
-        n_inner=96,
-        bos_token_id=0,
-        eos_token_id=0,
-    )
-    return _tiny(GPT2, config, seed=0)
-
-
-def _t5_config(feed_forward_proj: str) -> Any:
-    from transformers import T5Config
-
-    # d_kv * num_heads (32) differs from d_model (64), as in t5-large and up.
-    return T5Config(
-        vocab_size=VOCAB,
-        d_model=64,
-        d_kv=8,
-        d_ff=96,
-        num_layers=2,
-        num_decoder_layers=2,
-        num_heads=4,
-        relative_attention_num_buckets=8,
-        relative_attention_max_distance=16,
-        feed_forward_proj=feed_forward_proj,
-        dropout_rate=0.0,
-        decoder_start_token_id=0,
-    )
-
-
-@pytest.fixture(scope="module")
-def t5() -> ModelView:
-    return _tiny(T5, _t5_config("gated-gelu"), seed=1)
-
-
-@pytest.fixture(scope="module")
-def t5_relu() -> ModelView:
-    return _tiny(T5, _t5_config("relu"), seed=2)
-
-
-@pytest.fixture(scope="module")
-def gemma3() -> ModelView:
-    from transformers import Gemma3TextConfig
-
-    config = Gemma3TextConfig(
-        vocab_size=VOCAB,
-        hidden_size=64,
-        intermediate_size=96,
-        num_hidden_layers=3,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=16,
-        query_pre_attn_scalar=16,
-        sliding_window=4,  # shorter than SEQ, so the local mask matters
-        layer_types=["sliding_attention", "full_attention", "sliding_attention"],
-        max_position_embeddings=64,
-        rope_parameters={
-            "sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
-            "full_attention": {"rope_type": "default", "rope_theta": 5000.0},
-        },
-        pad_token_id=0,
-    )
-    return _tiny(GEMMA3, config, seed=3)
 
 
 @pytest.fixture(scope="module")
@@ -559,7 +465,7 @@ def test_gemma3_lists_every_unhandled_option() -> None:
         assert option in message
     family_for(Gemma3TextConfig())  # the defaults are handled
     # a query scale other than 1/sqrt(head_dim) and soft-capping are handled now (the
-    # family table in tests/test_families.py checks them against Hugging Face)
+    # family table in tests/models/test_families.py checks them against Hugging Face)
     family_for(Gemma3TextConfig(query_pre_attn_scalar=144, final_logit_softcapping=30.0))
 
 
@@ -597,7 +503,6 @@ def test_tiny_model_loads_from_folder(
     request: pytest.FixtureRequest, tmp_path: Any, name: str
 ) -> None:
     """A saved folder loads through ``load_model`` with the family's Auto class, same logits."""
-    from test_inputs_whole import char_tokenizer
 
     v: ModelView = request.getfixturevalue(name)
     v.model.save_pretrained(tmp_path)

@@ -1,0 +1,169 @@
+"""The family table: one tiny model configuration per row, built from its config (no
+downloads) with the options real checkpoints use. ``tests/models/test_families.py`` checks
+each row against Hugging Face's own outputs; other tests build rows from it.
+
+Adding a family: its adapter file, its line in ``models/families/__init__.py``, and one
+row here (docs/models.md, "Adding a family").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import transformers
+
+from geomlens.models import ModelView
+from geomlens.models.families import family_for
+
+VOCAB = 128
+SEQ = 9
+SMALL: dict[str, Any] = dict(
+    vocab_size=VOCAB,
+    hidden_size=64,
+    intermediate_size=96,
+    num_hidden_layers=3,
+    num_attention_heads=4,
+    max_position_embeddings=64,
+)
+"""Sizes most configs accept under these names (the others map them per case)."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One tiny model: its config's model type, options, and which family must take it."""
+
+    id: str
+    model_type: str
+    family: str
+    options: dict[str, Any] = field(default_factory=dict)
+    sizes: dict[str, Any] = field(default_factory=lambda: dict(SMALL))
+
+    def config(self) -> Any:
+        return transformers.CONFIG_MAPPING[self.model_type](**{**self.sizes, **self.options})
+
+
+CASES: list[Case] = [
+    Case("llama", "llama", "llama", dict(num_key_value_heads=2)),
+    Case(
+        "gpt2",
+        "gpt2",
+        "gpt2",
+        dict(n_inner=96),
+        dict(vocab_size=VOCAB, n_embd=64, n_layer=3, n_head=4, n_positions=64),
+    ),
+    Case("bert", "bert", "bert", dict(hidden_act="gelu")),
+    Case("roberta", "roberta", "roberta", dict(pad_token_id=1)),
+    Case(
+        "gemma3",
+        "gemma3_text",
+        "gemma3",
+        dict(
+            num_key_value_heads=2,
+            head_dim=16,
+            query_pre_attn_scalar=24,
+            sliding_window=4,
+            layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+            attn_logit_softcapping=20.0,
+            final_logit_softcapping=15.0,
+        ),
+    ),
+    Case("mistral", "mistral", "mistral", dict(num_key_value_heads=2, sliding_window=4)),
+    Case(
+        "mixtral",
+        "mixtral",
+        "mixtral",
+        dict(num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2, sliding_window=4),
+    ),
+    Case(
+        "qwen2",
+        "qwen2",
+        "qwen2",
+        dict(num_key_value_heads=2, use_sliding_window=True, sliding_window=4, max_window_layers=1),
+    ),
+    Case("qwen3", "qwen3", "qwen3", dict(num_key_value_heads=2, head_dim=16)),
+    Case("gemma", "gemma", "gemma", dict(num_key_value_heads=1, head_dim=16)),
+    Case(
+        "gemma2",
+        "gemma2",
+        "gemma2",
+        dict(
+            num_key_value_heads=2,
+            head_dim=16,
+            query_pre_attn_scalar=24,
+            sliding_window=4,
+            layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+            attn_logit_softcapping=5.0,
+            final_logit_softcapping=15.0,
+        ),
+    ),
+    Case("olmo2", "olmo2", "olmo2", dict(num_key_value_heads=2)),
+    Case(
+        "phi3",
+        "phi3",
+        "phi3",
+        dict(num_key_value_heads=2, partial_rotary_factor=0.5, sliding_window=4, pad_token_id=0),
+    ),
+    Case(
+        "gpt_neo",
+        "gpt_neo",
+        "gpt_neo",
+        dict(attention_types=[[["global", "local"], 1], [["local"], 1]], window_size=4),
+    ),
+    Case("gptj", "gptj", "gptj", dict(rotary_dim=8, n_inner=96)),
+    Case("gpt_neox", "gpt_neox", "gpt_neox", dict(rotary_pct=0.5)),
+    Case("gpt_neox-sequential", "gpt_neox", "gpt_neox", dict(use_parallel_residual=False)),
+    Case(
+        "falcon-new",
+        "falcon",
+        "falcon",
+        dict(new_decoder_architecture=True, num_kv_heads=2, ffn_hidden_size=96, bias=True),
+    ),
+    Case("falcon-7b", "falcon", "falcon", dict(ffn_hidden_size=96)),
+    Case(
+        "falcon-11b",
+        "falcon",
+        "falcon",
+        dict(
+            new_decoder_architecture=True,
+            num_kv_heads=1,
+            num_ln_in_parallel_attn=1,
+            ffn_hidden_size=96,
+        ),
+    ),
+    Case(
+        "falcon-sequential",
+        "falcon",
+        "falcon",
+        dict(multi_query=False, parallel_attn=False, ffn_hidden_size=96, bias=True),
+    ),
+    Case("phi", "phi", "phi", dict(partial_rotary_factor=0.5)),
+    Case("opt", "opt", "opt", dict(ffn_dim=96)),
+    Case("bloom", "bloom", "bloom"),
+    Case(
+        "bloom-6-heads",
+        "bloom",
+        "bloom",
+        sizes=dict(vocab_size=VOCAB, hidden_size=48, num_hidden_layers=2, num_attention_heads=6),
+    ),
+]
+
+
+def build_case(case: Case) -> ModelView:
+    config = case.config()
+    family = family_for(config)
+    assert family.name == case.family, f"{case.id}: taken by {family.name}"
+    auto = {
+        "causal-lm": transformers.AutoModelForCausalLM,
+        "seq2seq-lm": transformers.AutoModelForSeq2SeqLM,
+        "base": transformers.AutoModel,
+    }[family.auto_class]
+    torch.manual_seed(0)
+    model = auto.from_config(config, attn_implementation="eager", dtype=torch.float32)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.ndim == 1:
+                p.add_(0.2 * torch.randn_like(p))
+    model.eval().requires_grad_(False)
+    return family.build(model, None, f"tiny-{case.id}", "memory")
