@@ -139,6 +139,74 @@ CASES: list[Case] = [
         dict(multi_query=False, parallel_attn=False, ffn_hidden_size=96, bias=True),
     ),
     Case("phi", "phi", "phi", dict(partial_rotary_factor=0.5)),
+    # rope scaling as released checkpoints use it (Llama 3.1+, Qwen 2.5 long context,
+    # Phi-3.5 / Phi-4-mini, Gemma 3 4B+, dynamic NTK fine-tunes); SEQ is beyond each
+    # original context, so LongRoPE runs on its long factors
+    Case(
+        "llama-llama3",
+        "llama",
+        "llama",
+        dict(
+            num_key_value_heads=2,
+            rope_parameters=dict(
+                rope_type="llama3",
+                rope_theta=10000.0,
+                factor=8.0,
+                low_freq_factor=1.0,
+                high_freq_factor=4.0,
+                original_max_position_embeddings=8,
+            ),
+        ),
+    ),
+    Case(
+        "qwen2-yarn",
+        "qwen2",
+        "qwen2",
+        dict(
+            num_key_value_heads=2,
+            rope_parameters=dict(
+                rope_type="yarn", rope_theta=10000.0, factor=4.0, original_max_position_embeddings=8
+            ),
+        ),
+    ),
+    Case(
+        "phi3-longrope",
+        "phi3",
+        "phi3",
+        dict(
+            num_key_value_heads=2,
+            partial_rotary_factor=0.5,
+            pad_token_id=0,
+            original_max_position_embeddings=8,
+            rope_parameters=dict(
+                rope_type="longrope",
+                rope_theta=10000.0,
+                short_factor=[1.0, 1.2, 1.5, 2.0],
+                long_factor=[1.0, 2.0, 4.0, 8.0],
+            ),
+        ),
+    ),
+    Case(
+        "gemma3-linear",
+        "gemma3_text",
+        "gemma3",
+        dict(
+            num_key_value_heads=2,
+            head_dim=16,
+            sliding_window=4,
+            layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+            rope_parameters={
+                "full_attention": dict(rope_type="linear", rope_theta=1e6, factor=8.0),
+                "sliding_attention": dict(rope_type="default", rope_theta=1e4),
+            },
+        ),
+    ),
+    Case(
+        "gpt_neox-dynamic",
+        "gpt_neox",
+        "gpt_neox",
+        dict(rotary_pct=0.5, rope_parameters=dict(rope_type="dynamic", factor=2.0)),
+    ),
     Case("opt", "opt", "opt", dict(ffn_dim=96)),
     Case("bloom", "bloom", "bloom"),
     Case(

@@ -21,7 +21,6 @@ from transformers.activations import ACT2FN
 from geomlens.errors import GeomlensError
 from geomlens.models import BUNDLED, BlockView, ModelView, NormView, load_model
 from geomlens.models.families import family_for
-from geomlens.models.families.gemma3 import local_rope_theta
 from geomlens.models.families.t5 import T5, T5DecoderBlockView, unembedding_scale
 
 ATOL = 1e-5
@@ -417,7 +416,8 @@ def test_family_facts(gpt2: ModelView, t5: ModelView, gemma3: ModelView) -> None
     assert gemma3.tied and gemma3.n_kv_heads == 2
     assert gemma3.embedding_scale == pytest.approx(math.sqrt(64))
     assert gemma3.position.rope_theta == 5000.0 and gemma3.position.rotary_dim == 16
-    assert local_rope_theta(gemma3.config) == 100.0
+    local = [b.attn.rotary for b in gemma3.blocks if b.attn.window is not None]
+    assert local and all(r is not None and r.theta == 100.0 for r in local)
 
 
 # --------------------------------------------------------------------------- 5. errors
@@ -456,7 +456,7 @@ def test_gemma3_lists_every_unhandled_option() -> None:
         Gemma3TextConfig(
             use_bidirectional_attention=True,
             rope_parameters={
-                "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+                "full_attention": {"rope_type": "mrope", "rope_theta": 1e6},
                 "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
             },
         )
@@ -464,6 +464,15 @@ def test_gemma3_lists_every_unhandled_option() -> None:
     for option in ("use_bidirectional_attention", "rope_parameters"):
         assert option in message
     family_for(Gemma3TextConfig())  # the defaults are handled
+    # linear scaling of the global layers (Gemma 3 4B and up) is handled
+    family_for(
+        Gemma3TextConfig(
+            rope_parameters={
+                "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+                "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+            }
+        )
+    )
     # a query scale other than 1/sqrt(head_dim) and soft-capping are handled now (the
     # family table in tests/models/test_families.py checks them against Hugging Face)
     family_for(Gemma3TextConfig(query_pre_attn_scalar=144, final_logit_softcapping=30.0))

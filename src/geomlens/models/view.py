@@ -120,7 +120,8 @@ class PositionScheme:
 
     Attributes:
         kind: "learned" (absolute embedding table), "rotary", "alibi" or "t5-relative".
-        rope_theta: rotary base; rotary_dim: how many of d_head rotate.
+        rope_theta: rotary base; rotary_dim: how many of d_head rotate; rope_type: Hugging
+        Face's rope type ("default", "linear", "yarn", "longrope", "llama3", ...).
         n_buckets, max_distance, bidirectional: T5 relative-bias bucket parameters.
         relative_bias: [n_buckets, n_heads] T5 bias table of the first block, or None.
     """
@@ -128,6 +129,7 @@ class PositionScheme:
     kind: PositionKind
     rope_theta: float | None = None
     rotary_dim: int | None = None
+    rope_type: str | None = None
     n_buckets: int | None = None
     max_distance: int | None = None
     bidirectional: bool | None = None
@@ -138,41 +140,81 @@ class PositionScheme:
 class Rotary:
     """Rotary position embedding of one block, applied to the first ``dim`` of each head.
 
+    The frequencies are Hugging Face's own (read from the model's rotary module, which
+    computes them with transformers' rope initialisation functions for every rope type);
+    the view never derives them from a formula of its own. Angles are ``position *
+    inv_freq`` in float32, as Hugging Face computes them; cos and sin are multiplied by
+    ``attention_scaling`` (YaRN's and LongRoPE's mscale, 1 otherwise).
+
     Attributes:
-        theta: the base; dim: how many of d_head rotate (partial rotary: fewer).
-        interleaved: pairs (2m, 2m+1) rotate together (GPT-J) instead of (m, m + dim/2)
-            (Hugging Face's ``rotate_half``, used by Llama, GPT-NeoX and most others).
+        inv_freq: [dim / 2] float32 inverse frequencies (pair m turns by inv_freq[m] per
+            position); ``dim = 2 * len(inv_freq)`` of each head rotates.
+        attention_scaling: the factor on cos and sin (so q . k over the rotated dimensions
+            is multiplied by its square).
+        interleaved: pairs (2m, 2m+1) rotate together (GPT-J, Cohere) instead of
+            (m, m + dim/2) (Hugging Face's ``rotate_half``, used by Llama and most others).
+        rope_type: Hugging Face's rope type ("default", "linear", "yarn", "llama3", ...).
+        theta: the rope base the config names (shown to users; the frequencies are
+            ``inv_freq``).
+        by_length: for rope types whose frequencies depend on the sequence length
+            ("longrope", "dynamic"): length -> the Rotary Hugging Face uses for inputs of
+            that many positions (it refuses lengths whose numbers it cannot reproduce);
+            None when the frequencies are the same at every length.
     """
 
-    theta: float
-    dim: int
+    inv_freq: torch.Tensor = field(repr=False)
+    attention_scaling: float = 1.0
     interleaved: bool = False
+    rope_type: str = "default"
+    theta: float | None = None
+    by_length: Callable[[int], Rotary] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def dim(self) -> int:
+        """How many dimensions of each head rotate."""
+        return 2 * int(self.inv_freq.shape[0])
+
+    def at(self, length: int | None) -> Rotary:
+        """The rotary Hugging Face applies to an input of ``length`` positions (itself for
+        length-independent rope types, or when ``length`` is None: the model's frequencies
+        as initialised, which hold for inputs within its original context)."""
+        if self.by_length is None or length is None:
+            return self
+        return self.by_length(length)
 
     def _angles(self, positions: torch.Tensor) -> torch.Tensor:
-        half = self.dim // 2
-        inv = self.theta ** (-torch.arange(half, dtype=torch.float64) * 2 / self.dim)
-        return positions.double()[:, None] * inv[None, :]  # [T, half]
+        """[T] positions -> [T, dim/2] float64 angles, multiplied in float32 as HF does."""
+        inv = self.inv_freq.detach().float().cpu()
+        return (positions.float()[:, None] * inv[None, :]).double()
 
     def _pairs(self) -> tuple[torch.Tensor, torch.Tensor]:
         m = torch.arange(self.dim // 2)
         return (2 * m, 2 * m + 1) if self.interleaved else (m, m + self.dim // 2)
 
-    def rotation(self, d_head: int, offset: int) -> torch.Tensor:
-        """[d_head, d_head] float64 R with rope(q, i) . rope(k, j) = q R k^T for i - j = offset."""
-        ang = self._angles(torch.tensor([offset]))[0]
-        a, b = self._pairs()
+    def rotation(self, d_head: int, offset: int, length: int | None = None) -> torch.Tensor:
+        """[d_head, d_head] float64 R with rope(q, i) . rope(k, j) = q R k^T for i - j =
+        offset, in an input of ``length`` positions (see ``at``); the rotated block carries
+        ``attention_scaling ** 2``."""
+        rotary = self.at(length)
+        ang = rotary._angles(torch.tensor([offset]))[0]
+        a, b = rotary._pairs()
         R = torch.eye(d_head, dtype=torch.float64)
-        c, s = torch.cos(ang), torch.sin(ang)
+        s2 = rotary.attention_scaling**2
+        c, s = torch.cos(ang) * s2, torch.sin(ang) * s2
         R[a, a], R[b, b] = c, c
         R[a, b], R[b, a] = s, -s
         return R
 
     def apply(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
-        """Rotate ``x`` [..., T, d_head] as positions start..start+T-1 (same dtype)."""
+        """Rotate ``x`` [..., T, d_head] as positions start..start+T-1 (same dtype), with
+        the frequencies of an input of ``start + T`` positions."""
         T = x.shape[-2]
-        ang = self._angles(torch.arange(start, start + T)).to(x.device)
-        cos, sin = torch.cos(ang).to(x.dtype), torch.sin(ang).to(x.dtype)
-        a, b = self._pairs()
+        rotary = self.at(start + T)
+        ang = rotary._angles(torch.arange(start, start + T)).to(x.device)
+        scale = rotary.attention_scaling
+        cos = (torch.cos(ang).float() * scale).to(x.dtype)
+        sin = (torch.sin(ang).float() * scale).to(x.dtype)
+        a, b = rotary._pairs()
         a, b = a.to(x.device), b.to(x.device)
         xa, xb = x[..., a], x[..., b]
         out = x.clone()

@@ -16,6 +16,12 @@ from typing import Any
 
 from torch import nn
 
+from geomlens.models.families.rope import (
+    default_rope_only,
+    known_rope,
+    module_rotary,
+    rope_types,
+)
 from geomlens.models.view import (
     AttentionView,
     BlockView,
@@ -55,19 +61,13 @@ def truthy(value: Any) -> str | None:
     return None if value else "handled: on"
 
 
-def default_rope(value: Any) -> str | None:
-    """Accept ``rope_parameters``/``rope_scaling`` only without scaling (rope_type default)."""
-    value = value or {}
-    kind = value.get("rope_type", value.get("type", "default"))
-    return None if kind == "default" else "handled: rope_type 'default' (no rope scaling)"
-
-
 ROTARY_OPTIONS: dict[str, OptionCheck] = {
-    "rope_parameters": default_rope,
-    "rope_scaling": default_rope,
+    "rope_parameters": known_rope,
+    "rope_scaling": known_rope,
     "attention_dropout": one_of(0.0, 0),
 }
-"""The options every Llama-like rotary family refuses: rope scaling, attention dropout."""
+"""The options every Llama-like rotary family checks: a rope type transformers implements
+(the frequencies are read from the model's own rotary module), no attention dropout."""
 
 
 @dataclass(frozen=True)
@@ -95,40 +95,18 @@ def standard_dims(config: Any) -> Dims:
     )
 
 
-def rope_theta(config: Any, layer_type: str | None = None) -> float:
-    """The rotary base: ``rope_parameters`` (transformers 5, flat or per layer type) or older
-    ``rope_theta``/``rotary_emb_base``."""
-    params = dict(getattr(config, "rope_parameters", None) or {})
-    if layer_type is not None and isinstance(params.get(layer_type), dict):
-        params = params[layer_type]
-    for value in (params.get("rope_theta"), getattr(config, "rope_theta", None)):
-        if value is not None:
-            return float(value)
-    return float(getattr(config, "rotary_emb_base", 10000.0))
-
-
-def partial_rotary_factor(config: Any) -> float:
-    params = getattr(config, "rope_parameters", None) or {}
-    value = params.get("partial_rotary_factor", getattr(config, "partial_rotary_factor", None))
-    return 1.0 if value is None else float(value)
-
-
-def standard_rotary(config: Any, dims: Dims, index: int) -> Rotary | None:
-    """Rotate-half rotary over ``partial_rotary_factor`` of each head (Llama and most)."""
-    return Rotary(
-        theta=rope_theta(config),
-        dim=int(dims.d_head * partial_rotary_factor(config)),
-    )
-
-
 @dataclass(frozen=True)
 class AttentionSettings:
-    """Per-layer attention facts an adapter may set (defaults: scaled by 1/sqrt(d_head))."""
+    """Per-layer attention facts an adapter may set (defaults: scaled by 1/sqrt(d_head)).
+
+    ``rotary`` replaces the rotary read from the model's rotary module; ``rope=False``
+    says this layer does not rotate (SmolLM3's NoPE layers)."""
 
     scale: float | None = None
     window: int | None = None
     softcap: float | None = None
     rotary: Rotary | None = None
+    rope: bool = True
     qk_norm: Callable[[Any, Any], tuple[Any, Any]] | None = None
     bias_fn: Callable[[int], Any] | None = None
 
@@ -162,7 +140,11 @@ class Family:
         pos_offset: rows of the learned position table before position 0 (OPT: 2).
         settings: (config, dims, block index, attention module) -> scale, window, soft-cap,
             rotary, q/k norm and score bias of that block.
-        rotary: (config, dims, block index) -> the block's rotary, for rotary families.
+        rotary_module: for rotary families, the path (from the base) of the model's rotary
+            embedding module, whose frequencies every block uses (``rope.module_rotary``).
+        rotary_interleaved: pairs (2m, 2m+1) rotate together (GPT-J, Cohere).
+        rope_layer: (config, block index, attention module) -> the layer type whose rotary
+            set the block uses, for modules that keep one per type (Gemma 3), else None.
         checks: more option checks that need several config values at once.
         finish: (model, config) -> more ``ModelView`` fields (embedding scale, soft-capping).
         variant: config -> declarations that depend on the config (e.g. GPT-NeoX's
@@ -198,7 +180,9 @@ class Family:
     position: PositionKind = "rotary"
     is_encoder: bool = False
     dims: Callable[[Any], Dims] = standard_dims
-    rotary: Callable[[Any, Dims, int], Rotary | None] = standard_rotary
+    rotary_module: str | None = "rotary_emb"
+    rotary_interleaved: bool = False
+    rope_layer: Callable[[Any, int, Any], str | None] | None = None
     settings: Callable[[Any, Dims, int, Any], AttentionSettings] = no_settings
     checks: Callable[[Any], list[str]] | None = None
     finish: Callable[[Any, Any], dict[str, Any]] | None = None
@@ -228,8 +212,20 @@ class Family:
             "position": self.position,
             "layout": f"{self.layout} (or by config)" if by_config else self.layout,
             "norm": self.norm_kind + (" (gain 1 + w)" if self.norm_offset else ""),
+            "rope_types": list(self.rope_types()),
             "features": list(self.features),
         }
+
+    def rope_types(self) -> tuple[str, ...]:
+        """The rope types this family loads: every type transformers implements for a
+        rotary module that computes its frequencies, "default" for a fixed table, none
+        without rotary positions."""
+        if self.position != "rotary":
+            return ()
+        checks = [self.options.get(k) for k in ("rope_parameters", "rope_scaling")]
+        if any(c is default_rope_only for c in checks) or not any(checks):
+            return ("default",)
+        return rope_types()
 
     def build(self, model: Any, tokenizer: Any, name: str, source: str) -> ModelView:
         """The ``ModelView`` of a loaded model of this family."""
@@ -252,14 +248,27 @@ def make_norm(family: Family, module: Any) -> NormView:
     return norm_view(module, family.norm_kind, offset=family.norm_offset)
 
 
+def block_rotary(
+    family: Family, config: Any, index: int, attention: Any, source: Any
+) -> Rotary | None:
+    """The rotary of one block, read from the model's rotary module ``source``."""
+    if source is None:
+        return None
+    layer_type = None if family.rope_layer is None else family.rope_layer(config, index, attention)
+    return module_rotary(source, config, layer_type, family.rotary_interleaved)
+
+
 def attention_view(
-    family: Family, config: Any, dims: Dims, index: int, attention: Any
+    family: Family, config: Any, dims: Dims, index: int, attention: Any, source: Any = None
 ) -> AttentionView:
-    """The block's ``AttentionView`` from the family's paths and per-layer settings."""
+    """The block's ``AttentionView`` from the family's paths and per-layer settings;
+    ``source``: the model's rotary module (rotary families)."""
     s = family.settings(config, dims, index, attention)
     rotary = s.rotary
-    if rotary is None and family.position == "rotary":
-        rotary = family.rotary(config, dims, index)
+    if rotary is None and s.rope and family.position == "rotary":
+        rotary = block_rotary(family, config, index, attention, source)
+    if not s.rope:
+        rotary = None
     heads = family.heads
     assert heads is not None, f"family {family.name} declares no heads function"
     return AttentionView(
@@ -277,7 +286,9 @@ def attention_view(
     )
 
 
-def block_view(family: Family, config: Any, dims: Dims, index: int, layer: nn.Module) -> BlockView:
+def block_view(
+    family: Family, config: Any, dims: Dims, index: int, layer: nn.Module, source: Any = None
+) -> BlockView:
     attention = get_path(layer, family.attention)
     norm_attn = make_norm(family, get_path(layer, family.norm_attn))
     norm_mlp = (
@@ -295,7 +306,7 @@ def block_view(family: Family, config: Any, dims: Dims, index: int, layer: nn.Mo
         norm_attn=norm_attn,
         norm_mlp=norm_mlp,
         layout=family.layout,
-        attn=attention_view(family, config, dims, index, attention),
+        attn=attention_view(family, config, dims, index, attention, source),
         mlp_fn=lambda: mlp_view(mlp_module, config, layer),
         extra_norms={
             k: make_norm(family, get_path(layer, p)) for k, p in family.extra_norms.items()
@@ -311,7 +322,10 @@ def build_view(family: Family, model: Any, tokenizer: Any, name: str, source: st
     dims = family.dims(config)
     base = find_base(model, family.base)
     layers = get_path(base, family.layers)
-    blocks = tuple(block_view(family, config, dims, i, layer) for i, layer in enumerate(layers))
+    rotary = rotary_source(family, base)
+    blocks = tuple(
+        block_view(family, config, dims, i, layer, rotary) for i, layer in enumerate(layers)
+    )
     W_E = get_path(base, family.embed).weight.detach()
     head = None if family.lm_head is None else getattr(model, family.lm_head, None)
     W_U = W_E.T if head is None else head.weight.detach().T
@@ -352,14 +366,28 @@ def build_view(family: Family, model: Any, tokenizer: Any, name: str, source: st
     return ModelView(**fields)
 
 
+def rotary_source(family: Family, base: Any) -> Any:
+    """The model's rotary embedding module (None for other position schemes)."""
+    if family.position != "rotary" or family.rotary_module is None:
+        return None
+    return get_path(base, family.rotary_module)
+
+
 def position_scheme(family: Family, blocks: tuple[BlockView, ...]) -> PositionScheme:
-    """The model's position scheme, with the rotary settings of the first global block
-    (sliding-window blocks may rotate with another base; each block's own is its ``attn``)."""
-    full = [b for b in blocks if b.attn.window is None] or list(blocks)
+    """The model's position scheme, with the rotary settings of the first global rotating
+    block (sliding-window blocks may rotate with another base; each block's own is its
+    ``attn``)."""
+    rotating = [b for b in blocks if b.attn.rotary is not None]
+    full = [b for b in rotating if b.attn.window is None] or rotating
     rotary = full[0].attn.rotary if full else None
     if rotary is None:
         return PositionScheme(kind=family.position)
-    return PositionScheme(kind=family.position, rope_theta=rotary.theta, rotary_dim=rotary.dim)
+    return PositionScheme(
+        kind=family.position,
+        rope_theta=rotary.theta,
+        rotary_dim=rotary.dim,
+        rope_type=rotary.rope_type,
+    )
 
 
 def with_options(family: Family, **changes: Any) -> Family:
@@ -374,7 +402,7 @@ __all__ = [
     "NormView",
     "OptionCheck",
     "build_view",
-    "default_rope",
+    "known_rope",
     "falsy",
     "one_of",
     "truthy",

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from geomlens.models.families.base import Dims, Family, default_rope, falsy, standard_dims
+from geomlens.models.families.base import Dims, Family, falsy, known_rope, standard_dims
 from geomlens.models.families.common import dense_mlp, fused_heads
 
 
@@ -63,7 +63,7 @@ FALCON = Family(
     model_types=("falcon",),
     features=("fused QKV", "multi-query", "GQA"),
     auto_class="causal-lm",
-    options={"alibi": falsy, "rope_parameters": default_rope, "rope_scaling": default_rope},
+    options={"alibi": falsy, "rope_parameters": known_rope, "rope_scaling": known_rope},
     mlp_view=dense_mlp("dense_h_to_4h", "dense_4h_to_h"),
     base=("transformer",),
     embed="word_embeddings",

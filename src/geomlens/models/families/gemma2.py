@@ -16,8 +16,8 @@ from geomlens.models.families.base import (
     AttentionSettings,
     Dims,
     Family,
-    default_rope,
     falsy,
+    known_rope,
     one_of,
 )
 from geomlens.models.families.common import gated_mlp, separate_heads
@@ -44,8 +44,8 @@ GEMMA2 = Family(
     features=("GQA", "sliding window", "logit soft-capping", "embedding scale"),
     auto_class="causal-lm",
     options={
-        "rope_parameters": default_rope,
-        "rope_scaling": default_rope,
+        "rope_parameters": known_rope,
+        "rope_scaling": known_rope,
         "attention_dropout": one_of(0.0, 0, None),
         "use_bidirectional_attention": falsy,
         "layer_types": known_layer_types,

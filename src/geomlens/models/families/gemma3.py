@@ -3,8 +3,9 @@
 Each block normalises the input of attention and MLP and also each sub-block's output
 before it joins the residual (``extra_norms["post_attn"]``, ``["post_mlp"]``); queries and
 keys are RMS-normalised per head (``q_norm``, ``k_norm``) before the rotation.
-Sliding-window layers rotate with the local base, full-attention layers with the global
-one; the embedding is multiplied by sqrt(d) in the weights' dtype.
+Sliding-window layers rotate with the local rotary set, full-attention layers with the
+global one (each of any rope type; Gemma 3 4B and up scale the global one linearly); the
+embedding is multiplied by sqrt(d) in the weights' dtype.
 """
 
 from __future__ import annotations
@@ -16,29 +17,11 @@ from geomlens.models.families.base import (
     Dims,
     Family,
     falsy,
-    rope_theta,
+    known_rope,
 )
 from geomlens.models.families.common import gated_mlp, separate_heads
-from geomlens.models.view import Rotary
 
 LAYER_TYPES = ("full_attention", "sliding_attention")
-
-
-def _rope_type(params: Any) -> str:
-    params = params or {}
-    return str(params.get("rope_type", params.get("type", "default")))
-
-
-def default_rope_per_layer_type(value: Any) -> str | None:
-    """Accept rotary parameters without scaling, per layer type or flat (older configs)."""
-    value = value or {}
-    if "rope_type" in value or "type" in value:
-        scaled = [] if _rope_type(value) == "default" else ["full_attention"]
-    else:
-        scaled = [kind for kind, params in value.items() if _rope_type(params) != "default"]
-    if not scaled:
-        return None
-    return "handled: rope_type 'default' (no rope scaling); scaled: " + ", ".join(scaled)
 
 
 def known_layer_types(value: Any) -> str | None:
@@ -47,24 +30,20 @@ def known_layer_types(value: Any) -> str | None:
     return None if not unknown else "handled: " + ", ".join(repr(t) for t in LAYER_TYPES)
 
 
-def local_rope_theta(config: Any) -> float:
-    """The rotary base of the sliding-window (local) layers."""
-    local = getattr(config, "rope_local_base_freq", None)
-    params = (getattr(config, "rope_parameters", None) or {}).get("sliding_attention")
-    return rope_theta(config, "sliding_attention") if params or local is None else float(local)
+def rope_layer_type(config: Any, index: int, attention: Any) -> str:
+    """The rotary set of a block: the local one for sliding-window layers, else global."""
+    return "sliding_attention" if attention.sliding_window is not None else "full_attention"
 
 
 def gemma_settings(config: Any, dims: Dims, index: int, attention: Any) -> AttentionSettings:
-    """Per layer: the module's own scale and window; the layer type's rotary base; the
-    per-head q/k norms. Gemma 3's attention does not apply ``attn_logit_softcapping``
-    (Hugging Face reads it but never passes it on), so neither does the view."""
-    sliding = attention.sliding_window is not None
-    theta = local_rope_theta(config) if sliding else rope_theta(config, "full_attention")
+    """Per layer: the module's own scale and window; the per-head q/k norms (the rotary
+    set follows the layer type, ``rope_layer_type``). Gemma 3's attention does not apply
+    ``attn_logit_softcapping`` (Hugging Face reads it but never passes it on), so neither
+    does the view."""
     q_norm, k_norm = attention.q_norm, attention.k_norm
     return AttentionSettings(
         scale=float(attention.scaling),
         window=attention.sliding_window,
-        rotary=Rotary(theta=theta, dim=dims.d_head),
         qk_norm=lambda q, k: (q_norm(q), k_norm(k)),
     )
 
@@ -86,8 +65,8 @@ GEMMA3 = Family(
     features=("GQA", "q/k norms", "sliding window", "local/global rotary", "embedding scale"),
     auto_class="causal-lm",
     options={
-        "rope_parameters": default_rope_per_layer_type,
-        "rope_scaling": default_rope_per_layer_type,
+        "rope_parameters": known_rope,
+        "rope_scaling": known_rope,
         "use_bidirectional_attention": falsy,
         "layer_types": known_layer_types,
     },
@@ -103,5 +82,6 @@ GEMMA3 = Family(
     layout="sandwich",
     norm_offset=1.0,
     settings=gemma_settings,
+    rope_layer=rope_layer_type,
     finish=gemma_finish,
 )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from geomlens.models.families.base import Family, default_rope
+from geomlens.models.families.base import Family, known_rope
 from geomlens.models.families.common import dense_mlp, fused_heads
 
 
@@ -22,7 +22,7 @@ GPT_NEOX = Family(
     model_types=("gpt_neox",),
     features=("fused QKV", "partial rotary"),
     auto_class="causal-lm",
-    options={"rope_parameters": default_rope, "rope_scaling": default_rope},
+    options={"rope_parameters": known_rope, "rope_scaling": known_rope},
     heads=fused_heads("query_key_value", "dense", "per-head"),
     mlp_view=dense_mlp("dense_h_to_4h", "dense_4h_to_h"),
     base=("gpt_neox",),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from geomlens.models.families.base import Family, default_rope, falsy, one_of
+from geomlens.models.families.base import Family, falsy, known_rope, one_of
 from geomlens.models.families.common import gated_mlp, separate_heads
 
 LLAMA = Family(
@@ -11,8 +11,8 @@ LLAMA = Family(
     features=("GQA",),
     auto_class="causal-lm",
     options={
-        "rope_parameters": default_rope,
-        "rope_scaling": default_rope,
+        "rope_parameters": known_rope,
+        "rope_scaling": known_rope,
         "pretraining_tp": one_of(1, None),
         "attention_dropout": one_of(0.0, 0),
         "sliding_window": falsy,

@@ -7,7 +7,7 @@ has a bias. Per-head q/k LayerNorms (``qk_layernorm``) are not mapped.
 
 from __future__ import annotations
 
-from geomlens.models.families.base import Family, default_rope, falsy
+from geomlens.models.families.base import Family, falsy, known_rope
 from geomlens.models.families.common import dense_mlp, separate_heads
 
 PHI = Family(
@@ -15,7 +15,7 @@ PHI = Family(
     model_types=("phi",),
     features=("partial rotary", "shared norm", "head bias"),
     auto_class="causal-lm",
-    options={"rope_parameters": default_rope, "rope_scaling": default_rope, "qk_layernorm": falsy},
+    options={"rope_parameters": known_rope, "rope_scaling": known_rope, "qk_layernorm": falsy},
     heads=separate_heads(o="dense"),
     mlp_view=dense_mlp("fc1", "fc2"),
     final_norm="final_layernorm",

@@ -3,7 +3,8 @@
 ``qkv_proj`` holds all of Q, then K, then V; ``gate_up_proj`` the gate rows, then the up
 rows. Rotary (rotate-half) covers ``partial_rotary_factor`` of each head (Phi-4-mini:
 0.75); ``sliding_window``, when set, masks every layer alike. LongRoPE scaling (the 128k
-checkpoints) is refused.
+checkpoints) uses the short factors up to the original context and the long ones beyond,
+as Hugging Face does.
 """
 
 from __future__ import annotations
