@@ -50,6 +50,7 @@ def tiny(**overrides):
         control=False,
         threads=1,
         seed=3,
+        seeds=1,
     )
     values.update(overrides)
     return make_config("quick", **values)
@@ -232,7 +233,7 @@ def test_resume_after_interruption_continues_from_the_checkpoint(tmp_path):
         if done == 3:
             stop.requested, stop.signal_name = True, "SIGINT"
 
-    with pytest.raises(GeomlensError, match="step 3 of 6.*rerun the same command"):
+    with pytest.raises(GeomlensError, match="step 3 of at most 6.*rerun the same command"):
         train(config, tmp_path / "cut", problems, progress=False, on_step=interrupt)
     saved = TrainFolder(tmp_path / "cut").load_checkpoint()
     assert saved is not None and saved["step"] == 3
@@ -254,11 +255,15 @@ def test_command_writes_metrics_and_figures_deterministically(tmp_path, monkeypa
     config = tiny(control=True)
     run = run_arithmetic(config, tmp_path / "a", progress=False)
     m = run.metrics["arithmetic"]
-    assert m["train_range"] == [2, 3] and m["test_range"] == [1, 4]
-    assert sorted(m["accuracy_by_length"], key=int) == ["1", "2", "3", "4"]
-    assert all(0.0 <= a <= 1.0 for a in m["accuracy_by_length"].values())
-    assert [e["step"] for e in m["checkpoints"]] == [3, 6]
-    geo = m["geometry"]
+    assert m["train_range"] == [2, 3] and m["test_range"] == [1, 4] and m["seeds"] == [3]
+    (r,) = m["runs"]
+    assert sorted(r["accuracy_by_length"], key=int) == ["1", "2", "3", "4"]
+    assert all(0.0 <= a <= 1.0 for a in r["accuracy_by_length"].values())
+    assert r["accuracy_shorter"] == r["accuracy_by_length"]["1"]
+    assert r["accuracy_longer"] == r["accuracy_by_length"]["4"]
+    assert [e["step"] for e in r["checkpoints"]] == [3, 6]
+    assert r["steps"] == 6 and r["stopped"] == "steps"
+    geo = r["geometry"]
     assert [g["operand_length"] for g in geo] == [3, 4]
     assert geo[0]["n_positions"] == 11 and len(geo[0]["layers"]) == 2
     row = geo[0]["layers"][1]
@@ -268,7 +273,7 @@ def test_command_writes_metrics_and_figures_deterministically(tmp_path, monkeypa
         assert key in row
     assert len(geo[0]["attention"][0]["pos_pos_share"]) == 2
     assert m["control"]["position_ids"].startswith("sorted random")
-    assert len(m["control"]["geometry"]) == 2
+    assert len(m["control"]["runs"][0]["geometry"]) == 2
     for name in ("accuracy", "training", "gram", "pos_pos"):
         assert (run.path / "figures" / f"arithmetic_{name}.png").stat().st_size > 1000
     # finished weights are reused after an interruption past training, and the analyses

@@ -1,8 +1,11 @@
 """Everything that determines an addition study's result, with the two presets.
 
 ``full`` is the setting of Song & Zhong (2023, section 5): 8 layers, 8 heads, width 512,
-a million reversed-output sums of 5-10 digits. ``quick`` is sized to train in minutes on
-two CPU cores. Options given explicitly override the preset's values.
+a million reversed-output sums of 5-10 digits, a fixed number of steps. ``quick`` is sized
+for two CPU cores: five seeds, each trained in float64 on one thread with deterministic
+kernels until a held-out in-range criterion is met (a step count is only its cap), so its
+result does not hang on how a CPU rounds. Options given explicitly override the preset's
+values.
 """
 
 from __future__ import annotations
@@ -21,6 +24,9 @@ from geomlens.errors import GeomlensError
 MAX_DIGITS = 100
 """Longest operand accepted (the position table grows as 3n + 3)."""
 
+LR_SCHEDULES = ("cosine", "constant")
+DTYPES = ("float32", "float64")
+
 
 @dataclass(frozen=True)
 class ArithmeticConfig:
@@ -35,9 +41,15 @@ class ArithmeticConfig:
             m uniform in 1..n, zero-padded (as the original study draws them); evaluation
             and geometry problems keep both operands n digits long.
         layers, heads, d_model: decoder size.
-        steps: optimizer steps; batch_size: problems per step.
-        lr: peak AdamW learning rate (linear warm-up over ``warmup`` steps, then cosine
-            decay to zero); weight_decay: AdamW weight decay.
+        steps: optimizer steps (with ``target_accuracy``, the most steps a model may take);
+            batch_size: problems per step.
+        lr: peak AdamW learning rate (linear warm-up over ``warmup`` steps, then, with
+            ``lr_schedule`` "cosine", cosine decay to zero at ``steps``, with "constant" the
+            peak rate until training stops); weight_decay: AdamW weight decay.
+        target_accuracy: stop training once the exact match on ``check_samples`` held-out
+            problems of every training length reaches this, checked every ``check_every``
+            steps (None: train for ``steps``).
+        dtype: "float32" or "float64", the model's weights and arithmetic throughout.
         train_samples: size of the fixed training set drawn once from the seed, or 0 for
             fresh problems at every step.
         checkpoint_every: steps between checkpoints (each also evaluates
@@ -47,7 +59,8 @@ class ArithmeticConfig:
         attention_contexts: prompts whose attention logits are split into parts.
         control: also train a control model on randomised position ids.
         device: "cpu" or "cuda"; threads: torch CPU threads (None: torch's default).
-        seed: seeds data, initialisation and every analysis.
+        seed: seeds data, initialisation and every analysis; seeds: how many models are
+            trained, with seeds ``seed``, ``seed + 1``, ... (the spread is reported).
     """
 
     preset: str = "full"
@@ -64,6 +77,11 @@ class ArithmeticConfig:
     lr: float = 3e-4
     weight_decay: float = 0.1
     warmup: int = 500
+    lr_schedule: str = "cosine"
+    target_accuracy: float | None = None
+    check_every: int = 50
+    check_samples: int = 200
+    dtype: str = "float32"
     train_samples: int = 1_000_000
     checkpoint_every: int = 1000
     checkpoint_eval_samples: int = 200
@@ -74,6 +92,15 @@ class ArithmeticConfig:
     device: str = "cpu"
     threads: int | None = None
     seed: int = 0
+    seeds: int = 1
+
+    @property
+    def seed_list(self) -> list[int]:
+        return list(range(self.seed, self.seed + self.seeds))
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return torch.float64 if self.dtype == "float64" else torch.float32
 
     @property
     def train_lengths(self) -> range:
@@ -116,6 +143,9 @@ class ArithmeticConfig:
             "checkpoint_eval_samples": "checkpoint_eval_samples",
             "geometry_contexts": "--geometry-contexts",
             "attention_contexts": "attention_contexts",
+            "check_every": "--check-every",
+            "check_samples": "--check-samples",
+            "seeds": "--seeds",
         }
         for attr, flag in positive.items():
             value = getattr(self, attr)
@@ -129,6 +159,17 @@ class ArithmeticConfig:
             raise GeomlensError(f"--lr must be a positive finite number (got {self.lr}).")
         if not math.isfinite(self.weight_decay):
             raise GeomlensError(f"weight decay must be a finite number (got {self.weight_decay}).")
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise GeomlensError(
+                f"--lr-schedule must be one of {', '.join(LR_SCHEDULES)} "
+                f"(got {self.lr_schedule!r})."
+            )
+        if self.target_accuracy is not None and not 0.0 <= self.target_accuracy <= 1.0:
+            raise GeomlensError(
+                f"--target-accuracy must be between 0 and 1 (got {self.target_accuracy})."
+            )
+        if self.dtype not in DTYPES:
+            raise GeomlensError(f"--dtype must be one of {', '.join(DTYPES)} (got {self.dtype!r}).")
         if self.warmup < 0 or self.weight_decay < 0:
             raise GeomlensError("warmup and weight decay cannot be negative.")
         if self.train_samples < 0:
@@ -158,10 +199,15 @@ PRESETS: dict[str, dict[str, Any]] = {
         "layers": 2,
         "heads": 4,
         "d_model": 64,
-        "steps": 1000,
+        "steps": 3000,
         "batch_size": 128,
-        "lr": 3e-3,
+        "lr": 2e-3,
         "warmup": 50,
+        "lr_schedule": "constant",
+        "target_accuracy": 0.99,
+        "check_every": 50,
+        "check_samples": 200,
+        "dtype": "float64",
         "train_samples": 0,
         "checkpoint_every": 200,
         "checkpoint_eval_samples": 100,
@@ -170,6 +216,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "attention_contexts": 16,
         "control": False,
         "threads": 1,
+        "seeds": 5,
     },
 }
 

@@ -7,6 +7,7 @@ position ids 0, 1, 2, ... A problem counts as right only when all n + 1 answer t
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 
 import numpy as np
@@ -15,8 +16,9 @@ import torch
 
 from geomlens.arithmetic.data import Problems, make_problems
 
-EVAL_STREAM = 21
-"""Seed-sequence tag of the evaluation problems (training uses other tags)."""
+EVAL_STREAM, CHECK_STREAM = 21, 41
+"""Seed-sequence tags of the evaluation problems and of the held-out problems of the
+stopping criterion (training uses other tags)."""
 
 
 def exact_match(predicted: npt.ArrayLike, target: npt.ArrayLike) -> npt.NDArray[np.bool_]:
@@ -36,15 +38,30 @@ def exact_match(predicted: npt.ArrayLike, target: npt.ArrayLike) -> npt.NDArray[
 
 
 def eval_problems(
-    seed: int, lengths: Iterable[int], count: int, *, reverse: bool, carry: bool
+    seed: int,
+    lengths: Iterable[int],
+    count: int,
+    *,
+    reverse: bool,
+    carry: bool,
+    stream: int = EVAL_STREAM,
 ) -> dict[int, Problems]:
-    """The fixed evaluation set: ``count`` problems per operand length, drawn from the seed."""
+    """A fixed problem set: ``count`` problems per operand length, drawn from the seed and
+    ``stream`` (``EVAL_STREAM`` for the evaluation, ``CHECK_STREAM`` for the criterion)."""
     return {
         n: make_problems(
-            np.random.default_rng([seed, EVAL_STREAM, n]), n, count, reverse=reverse, carry=carry
+            np.random.default_rng([seed, stream, n]), n, count, reverse=reverse, carry=carry
         )
         for n in lengths
     }
+
+
+def in_float64(model: torch.nn.Module) -> torch.nn.Module:
+    """The model itself when its weights are float64, else a float64 copy (the original is
+    left as it is)."""
+    if all(p.dtype == torch.float64 for p in model.parameters()):
+        return model
+    return copy.deepcopy(model).double()
 
 
 def greedy_answers(
@@ -85,6 +102,9 @@ def accuracy_by_length(
 ) -> dict[int, float]:
     """Exact-match accuracy of greedy answers for each operand length.
 
+    The answers are decoded in float64 (``in_float64``): where two digits' logits are
+    within float32 rounding of each other, every machine then picks the same one.
+
     Args:
         model: the trained model.
         problems: operand length -> evaluation problems.
@@ -92,6 +112,7 @@ def accuracy_by_length(
         batch_size: prompts decoded at once.
     """
     result = {}
+    model = in_float64(model)
     for n, p in problems.items():
         prompts, answers = p.prompts[:limit], p.answers[:limit]
         predicted = greedy_answers(model, prompts, answers.shape[1], batch_size)

@@ -1,8 +1,13 @@
-"""Training with AdamW and a cosine schedule, checkpointed and resumable.
+"""Training with AdamW, checkpointed and resumable, for a step count or until a criterion.
 
 Every step's batch is a function of (seed, step), so a run resumed from a checkpoint
 (model, optimizer, scheduler, step, random state) continues exactly as if it had never
 stopped. Ctrl-C or SIGTERM stops at the next step boundary after saving a checkpoint.
+
+With a target accuracy, every ``check_every`` steps the model answers ``check_samples``
+held-out problems of each training length (their own seed stream, decoded in float64);
+training stops at the first check where every training length reaches the target, or at
+``steps``. Training runs with torch's deterministic algorithms.
 
 The control model sees randomised position ids while training: for each sequence of a
 batch of width L, a sorted random subset of L ids out of 0..n_positions-1 (randomised
@@ -16,7 +21,8 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +34,12 @@ from tqdm.auto import tqdm
 
 from geomlens.arithmetic.config import ArithmeticConfig
 from geomlens.arithmetic.data import Dataset, Problems, TrainBatch, train_batch
-from geomlens.arithmetic.evaluate import accuracy_by_length, range_means
+from geomlens.arithmetic.evaluate import (
+    CHECK_STREAM,
+    accuracy_by_length,
+    eval_problems,
+    range_means,
+)
 from geomlens.arithmetic.model import build_model
 from geomlens.capture.interrupt import StopRequest, stop_at_batch_boundary
 from geomlens.errors import GeomlensError
@@ -48,20 +59,44 @@ class History:
         loss: [[step, mean loss over the steps since the previous point], ...].
         evals: [{"step", "accuracy_by_length", "accuracy_in_range",
             "accuracy_out_of_range"}, ...] one per checkpoint.
+        checks: [[step, lowest held-out exact match over the training lengths], ...] one
+            per criterion check (empty without a target accuracy).
+        steps: optimizer steps taken when training ended (0 while it runs).
+        stopped: why it ended: "target" (the criterion was met), "steps" (the step count,
+            or the cap, was reached), "" while it runs.
         seconds: training time summed over sessions.
     """
 
     loss: list[list[float]] = field(default_factory=list)
     evals: list[dict[str, Any]] = field(default_factory=list)
+    checks: list[list[float]] = field(default_factory=list)
+    steps: int = 0
+    stopped: str = ""
     seconds: float = 0.0
 
     def to_json(self) -> str:
-        return json.dumps({"loss": self.loss, "evals": self.evals, "seconds": self.seconds})
+        return json.dumps(
+            {
+                "loss": self.loss,
+                "evals": self.evals,
+                "checks": self.checks,
+                "steps": self.steps,
+                "stopped": self.stopped,
+                "seconds": self.seconds,
+            }
+        )
 
     @classmethod
     def from_json(cls, text: str) -> History:
         data = json.loads(text)
-        return cls(loss=data["loss"], evals=data["evals"], seconds=data["seconds"])
+        return cls(
+            loss=data["loss"],
+            evals=data["evals"],
+            checks=data.get("checks", []),
+            steps=data.get("steps", 0),
+            stopped=data.get("stopped", ""),
+            seconds=data["seconds"],
+        )
 
 
 @dataclass
@@ -73,10 +108,13 @@ class Trained:
     resumed_from: int | None = None
 
 
-def lr_factor(step: int, warmup: int, total: int) -> float:
-    """Linear warm-up over ``warmup`` steps, then cosine decay to zero at ``total``."""
+def lr_factor(step: int, warmup: int, total: int, schedule: str = "cosine") -> float:
+    """Linear warm-up over ``warmup`` steps, then cosine decay to zero at ``total``
+    (``schedule`` "cosine") or the peak rate from there on ("constant")."""
     if step < warmup:
         return (step + 1) / warmup
+    if schedule == "constant":
+        return 1.0
     progress = (step - warmup) / max(1, total - warmup)
     return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
 
@@ -99,7 +137,8 @@ def make_optimizer(
         betas=(0.9, 0.98),
     )
     schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: lr_factor(step, config.warmup, config.steps)
+        optimizer,
+        lambda step: lr_factor(step, config.warmup, config.steps, config.lr_schedule),
     )
     return optimizer, schedule
 
@@ -280,6 +319,36 @@ def evaluate_checkpoint(
     }
 
 
+def criterion_score(model: Any, config: ArithmeticConfig, held: dict[int, Problems]) -> float:
+    """The lowest exact match over the training lengths on the held-out problems."""
+    return min(accuracy_by_length(model, held).values())
+
+
+def held_out_problems(config: ArithmeticConfig) -> dict[int, Problems]:
+    """``check_samples`` problems per training length from the criterion's own stream."""
+    return eval_problems(
+        config.seed,
+        config.train_lengths,
+        config.check_samples,
+        reverse=config.reverse_output,
+        carry=config.carry,
+        stream=CHECK_STREAM,
+    )
+
+
+@contextmanager
+def deterministic_kernels(device: torch.device) -> Iterator[None]:
+    """Torch's deterministic algorithms for a block (on CUDA a kernel without one warns
+    instead of failing), restoring the previous setting after."""
+    previous = torch.are_deterministic_algorithms_enabled()
+    warn = torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=device.type == "cuda")
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(previous, warn_only=warn)
+
+
 def optimiser_step(
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -327,10 +396,11 @@ def train(
     label: str = "model",
     on_step: StepHook | None = None,
 ) -> Trained:
-    """Train one model to ``config.steps``, resuming from ``folder`` where it stopped.
+    """Train one model until ``config.target_accuracy`` is met or for ``config.steps``,
+    resuming from ``folder`` where it stopped.
 
     Args:
-        config: the run's configuration.
+        config: the run's configuration (its ``seed`` is this model's).
         folder: this model's training folder (checkpoint, then final weights).
         problems: the evaluation problems (checkpoint evaluations use the first
             ``config.checkpoint_eval_samples`` of each length).
@@ -341,21 +411,56 @@ def train(
             to interrupt).
 
     Returns:
-        The trained model (on ``config.device``, in eval mode) and its history.
+        The trained model (on ``config.device``, in ``config.dtype``, in eval mode) and its
+        history.
 
     Raises:
         GeomlensError: on SIGINT/SIGTERM, after saving a checkpoint.
     """
     device = torch.device(config.device)
     tf = TrainFolder(folder)
-    model = build_model(config.shape, config.seed).to(device)
+    model = build_model(config.shape, config.seed).to(device=device, dtype=config.torch_dtype)
     finished = tf.load_final(model)
     if finished is not None:
         return Trained(model.eval(), finished)
-    optimizer, schedule = make_optimizer(model, config)
-    saved = tf.load_checkpoint()
-    history, start, running = resumed(saved, model, optimizer, schedule, device)
-    source = BatchSource(config, randomise_positions)
+    with deterministic_kernels(device):
+        optimizer, schedule = make_optimizer(model, config)
+        saved = tf.load_checkpoint()
+        history, start, running = resumed(saved, model, optimizer, schedule, device)
+        _train_steps(
+            config,
+            tf,
+            model,
+            optimizer,
+            schedule,
+            (history, start, running),
+            problems,
+            BatchSource(config, randomise_positions),
+            progress,
+            label,
+            on_step,
+        )
+    return Trained(model.eval(), history, resumed_from=start if saved is not None else None)
+
+
+def _train_steps(
+    config: ArithmeticConfig,
+    tf: TrainFolder,
+    model: Any,
+    optimizer: torch.optim.Optimizer,
+    schedule: torch.optim.lr_scheduler.LRScheduler,
+    state: tuple[History, int, torch.Tensor],
+    problems: dict[int, Problems],
+    source: BatchSource,
+    progress: bool,
+    label: str,
+    on_step: StepHook | None,
+) -> None:
+    """The training loop from ``state`` (history, steps done, running loss) to its end:
+    checks, checkpoint evaluations, checkpoints, the final save."""
+    history, start, running = state
+    device = torch.device(config.device)
+    held = held_out_problems(config) if config.target_accuracy is not None else {}
     log_every = max(1, config.steps // LOG_POINTS)
     model.train()
     bar = tqdm(
@@ -379,21 +484,28 @@ def train(
                 bar.set_postfix(loss=f"{mean:.4f}")
             if on_step is not None:
                 on_step(done, stop)
-            if done % config.checkpoint_every == 0 or done == config.steps:
+            reached = False
+            if config.target_accuracy is not None and done % config.check_every == 0:
+                score = criterion_score(model, config, held)
+                history.checks.append([done, score])
+                reached = score >= config.target_accuracy
+            last = reached or done == config.steps
+            if done % config.checkpoint_every == 0 or last:
                 history.evals.append(evaluate_checkpoint(model, config, problems, done))
-            at_checkpoint = done % config.checkpoint_every == 0 or stop.requested
-            if at_checkpoint and done < config.steps:
+            if last:
+                history.steps, history.stopped = done, "target" if reached else "steps"
+                break
+            if done % config.checkpoint_every == 0 or stop.requested:
                 history.seconds += time.perf_counter() - t0
                 t0 = time.perf_counter()
                 tf.save_checkpoint(model, optimizer, schedule, done, history, running)
-            if stop.requested and done < config.steps:
+            if stop.requested:
                 bar.close()
                 raise GeomlensError(
                     f"interrupted ({stop.signal_name}) while training the {label} at step "
-                    f"{done} of {config.steps}; progress is saved in {tf.path}: rerun the "
-                    "same command to resume."
+                    f"{done} of at most {config.steps}; progress is saved in {tf.path}: "
+                    "rerun the same command to resume."
                 )
     bar.close()
     history.seconds += time.perf_counter() - t0
     tf.save_final(model, history)
-    return Trained(model.eval(), history, resumed_from=start if saved is not None else None)

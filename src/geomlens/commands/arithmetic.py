@@ -1,16 +1,17 @@
 """``geomlens arithmetic``: train, evaluate by operand length, measure the geometry.
 
-One run folder: ``manifest.json``, ``metrics.json`` (section "arithmetic"), ``model/`` and
-``control/`` (weights, training history, a checkpoint while training runs) and
+One model (and control) per seed. One run folder: ``manifest.json``, ``metrics.json``
+(section "arithmetic": per seed, and the spread over seeds), ``seed-<s>/model/`` and
+``seed-<s>/control/`` (weights, training history, a checkpoint while training runs) and
 ``figures/``. A rerun with the same config resumes an interrupted training from its last
-checkpoint and reuses a finished run as it is.
+checkpoint, and reuses finished models and a finished run as they are.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from geomlens.arithmetic.data import Problems, make_problems
 from geomlens.arithmetic.evaluate import accuracy_by_length, eval_problems, range_means
 from geomlens.arithmetic.geometry import GEOMETRY_STREAM, Geometry, grid_length, measure
 from geomlens.arithmetic.model import model_view
+from geomlens.arithmetic.seeds import seed_spread, side_means
 from geomlens.arithmetic.train import StepHook, Trained, train
 from geomlens.commands import lifecycle
 from geomlens.engines.threads import torch_threads
@@ -53,15 +55,25 @@ def model_section(
     problems: dict[int, Problems],
     geometry: list[Geometry],
 ) -> dict[str, Any]:
-    """The numbers of one trained model: final accuracy, history, geometry."""
+    """The numbers of one trained model: how training ended, final accuracy, history,
+    geometry."""
     acc = accuracy_by_length(trained.model, problems)
     inside, outside = range_means(acc, config.train_lengths)
+    shorter, longer = side_means(acc, config.train_digits)
+    history = trained.history
     return {
+        "seed": config.seed,
+        "steps": history.steps,
+        "stopped": history.stopped,
+        "train_seconds": history.seconds,
         "accuracy_by_length": {str(n): a for n, a in acc.items()},
         "accuracy_in_range": inside,
         "accuracy_out_of_range": outside,
-        "checkpoints": trained.history.evals,
-        "loss_curve": trained.history.loss,
+        "accuracy_shorter": shorter,
+        "accuracy_longer": longer,
+        "checks": history.checks,
+        "checkpoints": history.evals,
+        "loss_curve": history.loss,
         "geometry": [g.to_dict() for g in geometry],
     }
 
@@ -71,7 +83,13 @@ def figures(
     sections: dict[str, dict[str, Any]],
     geometry: dict[str, list[Geometry]],
 ) -> list[tuple[Any, str]]:
-    """Every figure of the study, with its file name."""
+    """Every figure of the study, with its file name.
+
+    Args:
+        config: the run's configuration.
+        sections: curve name ("seed 0", "seed 0 control", ...) -> that model's section.
+        geometry: the same names -> the model's geometry per measured length.
+    """
     curves = {
         name: {int(n): a for n, a in s["accuracy_by_length"].items()}
         for name, s in sections.items()
@@ -79,19 +97,27 @@ def figures(
     histories = {
         name: {"loss": s["loss_curve"], "evals": s["checkpoints"]} for name, s in sections.items()
     }
+    names = list(geometry)
+    first = geometry[names[0]]
     rows = [
-        (f"{name}, {g.operand_length} digits", g.stats, g.trained_positions)
-        for name, geos in geometry.items()
-        for g in geos
+        (
+            f"{name}, {geometry[name][0].operand_length} digits",
+            geometry[name][0].stats,
+            geometry[name][0].trained_positions,
+        )
+        for name in names
     ]
-    main = geometry["model"][0]
+    rows += [
+        (f"{names[0]}, {g.operand_length} digits", g.stats, g.trained_positions) for g in first[1:]
+    ]
+    main = first[0]
     shares = [[float(h[0]) for h in a.share] for a in main.attention]
     return [
         (figs.accuracy_figure(curves, config.train_digits), "arithmetic_accuracy.png"),
         (figs.training_figure(histories), "arithmetic_training.png"),
         (figs.gram_grid(rows), "arithmetic_gram.png"),
         (
-            figs.pos_pos_figure(main.pos_pos, shares, f"model, {main.operand_length} digits"),
+            figs.pos_pos_figure(main.pos_pos, shares, f"{names[0]}, {main.operand_length} digits"),
             "arithmetic_pos_pos.png",
         ),
     ]
@@ -161,81 +187,141 @@ def _run_locked(
         },
         device=config.device,
     )
+    kinds = ["model", "control"] if config.control else ["model"]
+    runs: dict[str, list[dict[str, Any]]] = {kind: [] for kind in kinds}
+    sections: dict[str, dict[str, Any]] = {}
+    geometry: dict[str, list[Geometry]] = {}
+    seconds: dict[str, float] = {}
     with torch_threads(config.threads):
-        problems = eval_problems(
-            config.seed,
-            config.test_lengths,
-            config.eval_samples,
-            reverse=config.reverse_output,
-            carry=config.carry,
-        )
-        names = ["model", "control"] if config.control else ["model"]
-        sections: dict[str, dict[str, Any]] = {}
-        geometry: dict[str, list[Geometry]] = {}
-        seconds: dict[str, float] = {}
-        for name in names:
-            trained = train(
-                config,
-                folder.path / name,
-                problems,
-                randomise_positions=name == "control",
-                progress=progress,
-                label=name,
-                on_step=on_step,
+        for seed in config.seed_list:
+            one = replace(config, seed=seed)
+            problems = eval_problems(
+                seed,
+                one.test_lengths,
+                one.eval_samples,
+                reverse=one.reverse_output,
+                carry=one.carry,
             )
-            seconds[name] = trained.history.seconds
-            geometry[name] = model_geometry(config, trained, name, folder.path)
-            sections[name] = model_section(config, trained, problems, geometry[name])
+            for kind in kinds:
+                name = f"seed {seed}" + (" control" if kind == "control" else "")
+                trained = train(
+                    one,
+                    folder.path / f"seed-{seed}" / kind,
+                    problems,
+                    randomise_positions=kind == "control",
+                    progress=progress,
+                    label=f"{kind} (seed {seed})",
+                    on_step=on_step,
+                )
+                seconds[f"train_seconds_{kind}_seed_{seed}"] = trained.history.seconds
+                geometry[name] = model_geometry(one, trained, kind, folder.path)
+                sections[name] = model_section(one, trained, problems, geometry[name])
+                runs[kind].append(sections[name])
     figure_list = figures(config, sections, geometry)
     save_all([(fig, folder.path / "figures" / name) for fig, name in figure_list])
-    main = sections["model"]
     metrics = {
         "train_range": list(config.train_digits),
         "test_range": list(config.test_digits),
         "reverse_output": config.reverse_output,
         "carry": config.carry,
         "unequal_operands": config.unequal_operands,
-        "seed": config.seed,
+        "seeds": config.seed_list,
+        "criterion": criterion(config),
+        "dtype": config.dtype,
+        "threads": config.threads,
         "eval_samples": config.eval_samples,
         "skip_first": False,
-        **main,
+        "runs": runs["model"],
+        "spread": seed_spread(runs["model"]),
         "control": (
-            {"position_ids": CONTROL_POSITIONS, **sections["control"]}
-            if "control" in sections
+            {
+                "position_ids": CONTROL_POSITIONS,
+                "runs": runs["control"],
+                "spread": seed_spread(runs["control"]),
+            }
+            if config.control
             else None
         ),
     }
     folder.merge_metrics("arithmetic", rounded(metrics))
-    train_seconds = {f"train_seconds_{k}": v for k, v in seconds.items()}
-    return lifecycle.complete(folder, manifest, started, train_seconds)
+    return lifecycle.complete(folder, manifest, started, seconds)
+
+
+def criterion(config: ArithmeticConfig) -> dict[str, Any]:
+    """How training ends: the target on held-out problems and how it is checked, or the
+    fixed step count."""
+    return {
+        "target_accuracy": config.target_accuracy,
+        "check_every": config.check_every if config.target_accuracy is not None else None,
+        "check_samples": config.check_samples if config.target_accuracy is not None else None,
+        "max_steps": config.steps,
+        "lr_schedule": config.lr_schedule,
+    }
+
+
+def _cell(value: float | None, digits: int = 3) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def _range(stats: dict[str, Any], digits: int = 3) -> str:
+    """'median [min, max]' of a spread."""
+    if not stats["n"]:
+        return "n/a"
+    return f"{stats['median']:.{digits}f} [{stats['min']:.{digits}f}, {stats['max']:.{digits}f}]"
+
+
+def stopping_line(m: dict[str, Any]) -> str:
+    """How training ended, in words."""
+    c = m["criterion"]
+    lo, hi = m["train_range"]
+    if c["target_accuracy"] is None:
+        return f"  trained on {lo}-{hi} digits for {c['max_steps']} steps"
+    return (
+        f"  trained on {lo}-{hi} digits until held-out exact match >= {c['target_accuracy']}"
+        f" at every training length ({c['check_samples']} problems each, checked every"
+        f" {c['check_every']} steps, at most {c['max_steps']} steps)"
+    )
+
+
+def seed_lines(name: str, runs: list[dict[str, Any]], spread: dict[str, Any]) -> list[str]:
+    """One row per seed and the spread, for the model or the control."""
+    geo_len = runs[0]["geometry"][0]["operand_length"]
+    lines = [
+        f"  {name}: seed steps stopped in_range shorter longer | pos_smoothness / "
+        f"pos_low_freq per layer at {geo_len} digits"
+    ]
+    for r in runs:
+        layers = r["geometry"][0]["layers"]
+        smooth = " ".join(f"{row['pos_smoothness']:.2f}" for row in layers)
+        low = " ".join(f"{row['pos_low_freq']:.3f}" for row in layers)
+        lines.append(
+            f"  {r['seed']:4d} {r['steps']:5d} {r['stopped']:>7s} "
+            f"{_cell(r['accuracy_in_range'])} {_cell(r['accuracy_shorter'])} "
+            f"{_cell(r['accuracy_longer'])} | {smooth} / {low}"
+        )
+    lines.append(
+        f"  spread over {spread['seeds']} seeds, median [min, max]: criterion met by "
+        f"{spread['criterion_met']}; steps {_range(spread['steps'], 0)}; in range "
+        f"{_range(spread['accuracy_in_range'])}; shorter {_range(spread['accuracy_shorter'])};"
+        f" longer {_range(spread['accuracy_longer'])}"
+    )
+    for row in spread["geometry"][0]["layers"]:
+        lines.append(
+            f"    layer {row['layer']}: pos_smoothness {_range(row['pos_smoothness'], 2)}, "
+            f"pos_low_freq {_range(row['pos_low_freq'])}, share_pos "
+            f"{_range(row['share_pos'])}"
+        )
+    return lines
 
 
 def summary_lines(run: Run) -> list[str]:
-    """A few lines for the terminal: accuracy per length, and smoothness per layer."""
+    """A few lines for the terminal: how training ended, accuracy and geometry per seed,
+    and their spread."""
     m = run.metrics["arithmetic"]
-    lo, hi = m["train_range"]
-    lines = [f"  exact match by operand length (trained on {lo}-{hi} digits):"]
-    for name, section in (("model", m), ("control", m.get("control"))):
-        if section is None:
-            continue
-        cells = ", ".join(
-            f"{n}:{a:.3f}"
-            for n, a in sorted(section["accuracy_by_length"].items(), key=lambda x: int(x[0]))
-        )
-        inside, outside = section["accuracy_in_range"], section["accuracy_out_of_range"]
-        out_text = "n/a" if outside is None else f"{outside:.3f}"
-        lines.append(f"  {name}: {cells}")
-        lines.append(f"  {name}: in range {inside:.3f}, out of range {out_text}")
-    g = m["geometry"][0]
-    lines.append(
-        f"  positional geometry at {g['operand_length']} digits (T={g['n_positions']}): "
-        "layer share_pos pos_rank pos_low_freq pos_smoothness"
-    )
-    for row in g["layers"]:
-        lines.append(
-            f"  {row['layer']:5d} {row['share_pos']:9.3f} {row['pos_rank']:8d}"
-            f" {row['pos_low_freq']:12.3f} {row['pos_smoothness']:14.3f}"
-        )
+    lines = [stopping_line(m)]
+    lines += seed_lines("model", m["runs"], m["spread"])
+    if m.get("control"):
+        lines += seed_lines("control", m["control"]["runs"], m["control"]["spread"])
     return lines
 
 
@@ -281,6 +367,11 @@ STUDY_OPTIONS = (
     "steps",
     "batch_size",
     "lr",
+    "lr_schedule",
+    "target_accuracy",
+    "check_every",
+    "check_samples",
+    "dtype",
     "train_samples",
     "checkpoint_every",
     "eval_samples",
@@ -289,6 +380,7 @@ STUDY_OPTIONS = (
     "device",
     "threads",
     "seed",
+    "seeds",
 )
 """The options that override the preset's values (``make_config``), by field name."""
 
@@ -321,9 +413,45 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--layers", type=int, default=None, metavar="L")
     p.add_argument("--heads", type=int, default=None, metavar="H")
     p.add_argument("--d-model", type=int, default=None, metavar="D")
-    p.add_argument("--steps", type=int, default=None, metavar="N")
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        metavar="N",
+        help="optimizer steps; with --target-accuracy the most a model may take",
+    )
     p.add_argument("--batch-size", type=int, default=None, metavar="B")
     p.add_argument("--lr", type=float, default=None, help="peak AdamW learning rate")
+    p.add_argument(
+        "--lr-schedule",
+        default=None,
+        choices=["cosine", "constant"],
+        help="after warm-up: cosine decay to 0 at --steps, or constant (quick: constant)",
+    )
+    p.add_argument(
+        "--target-accuracy",
+        type=float,
+        default=None,
+        metavar="A",
+        help="stop once held-out exact match reaches A at every training length "
+        "(quick: 0.99; full: none, train for --steps)",
+    )
+    p.add_argument(
+        "--check-every", type=int, default=None, metavar="STEPS", help="steps between checks"
+    )
+    p.add_argument(
+        "--check-samples",
+        type=int,
+        default=None,
+        metavar="N",
+        help="held-out problems per training length at each check",
+    )
+    p.add_argument(
+        "--dtype",
+        default=None,
+        choices=["float32", "float64"],
+        help="weights and arithmetic (quick: float64, full: float32)",
+    )
     p.add_argument(
         "--train-samples",
         type=int,
@@ -342,7 +470,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--device", default=None, help="cpu (default) or cuda")
     p.add_argument("--threads", type=int, default=None, metavar="N", help="torch CPU threads")
-    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--seed", type=int, default=None, help="the first seed")
+    p.add_argument(
+        "--seeds",
+        type=int,
+        default=None,
+        metavar="N",
+        help="models trained, seeds --seed .. --seed + N - 1 (quick: 5, full: 1)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--out", default=None, help="run folder (default: runs/arithmetic-<preset>)")
 
