@@ -22,6 +22,7 @@ may also be the encoder output itself (``Row.encoder_output``), which skips the 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +31,9 @@ import numpy as np
 import torch
 from transformers.modeling_outputs import BaseModelOutput
 
+from geomlens.concepts.prefix_cache import cached_batch, seq2seq_cached_batch
+from geomlens.concepts.reuse import Reuse, digest, tensor_bytes
+from geomlens.concepts.schemes import LayerRef
 from geomlens.concepts.tasks import TARGET_DELIMITER, Item, Prompt, Task, build_prompt
 from geomlens.errors import GeomlensError
 from geomlens.models.view import ModelView
@@ -73,6 +77,11 @@ class Row:
         return int(self.prefix.shape[0])
 
     @property
+    def is_ids(self) -> bool:
+        """Whether the prefix is token ids (else vectors)."""
+        return self.prefix.dtype in (torch.long, torch.int32, torch.int64)
+
+    @property
     def n_packed(self) -> int:
         return self.n_prefix + sum(len(c) - 1 for c in self.continuations)
 
@@ -103,6 +112,12 @@ def check_feed(view: ModelView, feed: str) -> None:
 
 def tokenize(view: ModelView, text: str) -> list[int]:
     return list(view.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def pad_token(view: ModelView) -> int:
+    """The id that right-pads a batch (never read by the tokens scored): the prefix token,
+    or 0 for a model loaded without a tokenizer."""
+    return 0 if view.tokenizer is None else prefix_token(view)
 
 
 def prefix_token(view: ModelView) -> int:
@@ -238,7 +253,7 @@ def _last_hidden(view: ModelView, embeds: torch.Tensor, mask: torch.Tensor, pos:
 
 
 def _prefix_embeds(view: ModelView, row: Row) -> torch.Tensor:
-    if row.prefix.dtype in (torch.long, torch.int32, torch.int64):
+    if row.is_ids:
         return embed_ids(view, row.prefix)
     return row.prefix.to(view.device, dtype=view.W_E.dtype)
 
@@ -310,17 +325,74 @@ def _plain_batch(view: ModelView, rows: Sequence[Row]) -> list[list[float]]:
     return out
 
 
-def packing_works(view: ModelView, row: Row) -> bool:
-    """Whether packed scoring of ``row`` matches one sequence per choice (cached per model)."""
+MODES = ("cached", "packed", "plain")
+"""How a decoder-only model scores rows: behind a prefix KV cache (``prefix_cache``), all
+choices packed behind the prefix in one pass, or one sequence per choice."""
+SEQ2SEQ_MODES = ("cached", "plain")
+"""How an encoder-decoder scores rows: the decoder's caches kept per row, or not."""
+_MODE: dict[int, str] = {}
+
+
+BatchScorer = Callable[[ModelView, Sequence[Row]], list[list[float]]]
+
+
+def _batch_of(view: ModelView, mode: str) -> BatchScorer:
+    pad = pad_token(view)
+    if view.is_seq2seq:
+        return seq2seq_cached_batch if mode == "cached" else _seq2seq_batch
+    if mode == "cached":
+        return lambda v, rows: cached_batch(v, rows, pad)
+    return _packed_batch if mode == "packed" else _plain_batch
+
+
+def sliding_window(view: ModelView) -> int | None:
+    """The attention window of a model whose layers (some or all) attend locally, else None.
+
+    Cached and packed scoring pass one attention mask for every layer, which cannot be
+    local: a row longer than the window is scored one sequence per choice instead.
+    """
+    config = view.config
+    window = getattr(config, "sliding_window", None)
+    if not window or getattr(config, "use_sliding_window", True) is False:
+        return None
+    return int(window)
+
+
+def beyond_window(view: ModelView, rows: Sequence[Row]) -> bool:
+    """Whether a row (prefix and longest continuation) is longer than the model's window."""
+    window = sliding_window(view)
+    return window is not None and any(
+        r.n_prefix + max(len(c) for c in r.continuations) > window for r in rows
+    )
+
+
+def scoring_mode(view: ModelView, row: Row) -> str:
+    """The fastest way of scoring that matches the uncached computation on ``row``.
+
+    Decoder-only models try the prefix cache, then packing, each against one sequence per
+    choice; encoder-decoders try the cached decoder against the plain one. A model whose
+    forward rejects the custom masks, positions or caches (or differs by more than
+    ``PACK_TOLERANCE``) falls back. Decided once per model.
+    """
     key = id(view.model)
-    if key not in _PACKING:
+    if key in _MODE:
+        return _MODE[key]
+    plain = (_seq2seq_batch if view.is_seq2seq else _plain_batch)(view, [row])[0]
+    _MODE[key] = "plain"
+    for mode in ("cached",) if view.is_seq2seq else ("cached", "packed"):
         try:
-            packed = _packed_batch(view, [row])[0]
-            plain = _plain_batch(view, [row])[0]
-            _PACKING[key] = bool(np.allclose(packed, plain, atol=PACK_TOLERANCE, rtol=1e-4))
-        except (TypeError, ValueError, RuntimeError):
-            _PACKING[key] = False
-    return _PACKING[key]
+            scores = _batch_of(view, mode)(view, [row])[0]
+        except (TypeError, ValueError, RuntimeError, AttributeError, IndexError, KeyError):
+            continue
+        if np.allclose(scores, plain, atol=PACK_TOLERANCE, rtol=1e-4):
+            _MODE[key] = mode
+            break
+    return _MODE[key]
+
+
+def packing_works(view: ModelView, row: Row) -> bool:
+    """Whether a scoring faster than one sequence per choice matches it on ``row``."""
+    return scoring_mode(view, row) != "plain"
 
 
 def encoder_memory(view: ModelView, rows: Sequence[Row]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -392,13 +464,29 @@ def batches(sizes: Sequence[int], budget: int, max_rows: int = MAX_ROWS) -> list
     return groups
 
 
+def rows_key(view: ModelView, rows: Sequence[Row], mode: str, batch_tokens: int) -> bytes:
+    """The digest of what ``score_rows`` computes: every row's prefix as the vectors the
+    model reads (ids through its embedding: a row of ids and a row of their embeddings are
+    the same computation), the continuations, the scoring mode and the batch budget."""
+    parts: list[bytes | str] = [mode, str(batch_tokens)]
+    for row in rows:
+        vectors = _prefix_embeds(view, row) if row.is_ids else row.prefix
+        parts += [tensor_bytes(vectors.to(view.W_E.dtype)), str(row.encoder_output)]
+        parts.append(";".join(",".join(map(str, c)) for c in row.continuations))
+    return digest(parts)
+
+
 def score_rows(
     view: ModelView,
     rows: Sequence[Row],
     *,
     batch_tokens: int = BATCH_TOKENS,
     pack: bool | None = None,
+    mode: str | None = None,
     progress: Callable[[int], None] | None = None,
+    reuse: Reuse | None = None,
+    record: tuple[Sequence[int], Callable[[list[int], dict[int, torch.Tensor]], None]]
+    | None = None,
 ) -> list[list[float]]:
     """Summed log-probability of every continuation of every row.
 
@@ -406,22 +494,64 @@ def score_rows(
         view: a decoder-only model or an encoder-decoder.
         rows: prefixes (ids or vectors) with their continuations.
         batch_tokens: padded tokens per forward pass.
-        pack: True/False forces packed or plain scoring; None decides by a self-check
-            (decoder-only models; an encoder-decoder's choices share the encoder pass).
+        pack: True/False forces packed or plain scoring (decoder-only; older spelling of
+            ``mode``).
+        mode: "cached", "packed" or "plain" (see ``MODES``, ``SEQ2SEQ_MODES``); None
+            decides by a self-check (``scoring_mode``).
         progress: called with the number of rows finished after each batch.
+        reuse: answers a call made before in this run with the same rows (and keeps this
+            one's scores).
+        record: (layers, fn): in cached mode, each batch's prefix pass also calls
+            ``fn(row indices, layer -> [B, P, d] hidden states)``.
 
     Returns:
         Per row, per continuation, sum_t log p(token_t | prefix, earlier tokens).
     """
     if not rows:
         return []
+    if mode is None and pack is not None and not view.is_seq2seq:
+        mode = "packed" if pack else "plain"
+    if mode is None:
+        mode = scoring_mode(view, rows[0])
+    if mode != "plain" and not view.is_seq2seq and beyond_window(view, rows):
+        mode = "plain"  # one mask for every layer cannot slide: the model's own masks
+    key = rows_key(view, rows, mode, batch_tokens) if reuse is not None else b""
+    found = reuse.get_scores(key) if reuse is not None else None
+    if found is not None:
+        if progress is not None:
+            progress(len(rows))
+        return found
+    size = _size_of(view, mode)
+    out: list[list[float]] = [[] for _ in rows]
+    layers, on_group = record if record is not None else ((), None)
+    for group in batches([size(r) for r in rows], batch_tokens):
+        chunk = [rows[i] for i in group]
+        if on_group is not None and mode == "cached" and not view.is_seq2seq:
+            scores = cached_batch(
+                view, chunk, pad_token(view), layers, functools.partial(on_group, group)
+            )
+        else:
+            scores = _batch_of(view, mode)(view, chunk)
+        for i, s in zip(group, scores, strict=True):
+            out[i] = s
+        if progress is not None:
+            progress(len(group))
+    if reuse is not None:
+        reuse.put_scores(key, out)
+    return out
+
+
+def _size_of(view: ModelView, mode: str) -> Callable[[Row], int]:
+    """What a row costs in a batch: its prefix in cached mode (the prefix pass is the
+    larger; ``encode.layer_vectors`` batches the same sequences the same way), else its
+    packed, plain or encoder-decoder tokens."""
     if view.is_seq2seq:
-        return _run_batches(view, rows, _seq2seq_batch, _seq2seq_size, batch_tokens, progress)
-    if pack is None:
-        pack = packing_works(view, rows[0])
-    if pack:
-        return _run_batches(view, rows, _packed_batch, _packed_size, batch_tokens, progress)
-    return _run_batches(view, rows, _plain_batch, _plain_size, batch_tokens, progress)
+        return _seq2seq_size
+    return {"cached": _prefix_size, "packed": _packed_size}.get(mode, _plain_size)
+
+
+def _prefix_size(row: Row) -> int:
+    return row.n_prefix
 
 
 def _packed_size(row: Row) -> int:
@@ -430,24 +560,6 @@ def _packed_size(row: Row) -> int:
 
 def _plain_size(row: Row) -> int:
     return len(row.continuations) * (row.n_prefix + max(len(c) for c in row.continuations))
-
-
-def _run_batches(
-    view: ModelView,
-    rows: Sequence[Row],
-    run: Callable[[ModelView, Sequence[Row]], list[list[float]]],
-    size: Callable[[Row], int],
-    batch_tokens: int,
-    progress: Callable[[int], None] | None,
-) -> list[list[float]]:
-    """Score rows in length-sorted batches of at most ``batch_tokens`` padded tokens."""
-    out: list[list[float]] = [[] for _ in rows]
-    for group in batches([size(r) for r in rows], batch_tokens):
-        for i, scores in zip(group, run(view, [rows[i] for i in group]), strict=True):
-            out[i] = scores
-        if progress is not None:
-            progress(len(group))
-    return out
 
 
 @dataclass(frozen=True)
@@ -516,6 +628,16 @@ def prepare(
     return out
 
 
+ITEMS_PER_CALL = 32
+"""Items scored (or encoded) per call: the baseline and every scheme cut the items into the
+same runs, so that their batches (and a scheme's rows equal to the baseline's) match."""
+
+
+def item_chunks(n: int) -> list[range]:
+    """The runs of item indices scored together (``ITEMS_PER_CALL`` at a time)."""
+    return [range(s, min(n, s + ITEMS_PER_CALL)) for s in range(0, n, ITEMS_PER_CALL)]
+
+
 def baseline_scores(
     view: ModelView,
     prepared: Sequence[Prepared],
@@ -523,15 +645,47 @@ def baseline_scores(
     batch_tokens: int = BATCH_TOKENS,
     pack: bool | None = None,
     progress: Callable[[int], None] | None = None,
+    reuse: Reuse | None = None,
+    layers: Sequence[LayerRef] = (),
 ) -> list[ChoiceScores]:
-    """Log-likelihood of every choice of every item given its context (the baseline)."""
-    rows = baseline_rows([p.enc for p in prepared])
-    ll = score_rows(view, rows, batch_tokens=batch_tokens, pack=pack, progress=progress)
-    return [choice_scores(p.item.choices, s) for p, s in zip(prepared, ll, strict=True)]
+    """Log-likelihood of every choice of every item given its context (the baseline).
+
+    ``layers``: with ``reuse``, the context pass of a decoder-only model also keeps the
+    contexts' vectors at these layers, as ``encode.layer_vectors`` computes them for the
+    ``concat_*`` schemes (which then need no pass of their own).
+    """
+    from geomlens.concepts.encode import context_recorder
+
+    out: list[ChoiceScores] = []
+    for run in item_chunks(len(prepared)):
+        chunk = [prepared[i] for i in run]
+        rows = baseline_rows([p.enc for p in chunk])
+        record, file = None, None
+        if reuse is not None and layers and not view.is_seq2seq:
+            contexts = [p.enc.context for p in chunk]
+            wanted, on_group, file = context_recorder(view, contexts, layers, batch_tokens, reuse)
+            record = (wanted, on_group) if wanted else None
+        ll = score_rows(
+            view,
+            rows,
+            batch_tokens=batch_tokens,
+            pack=pack,
+            progress=progress,
+            reuse=reuse,
+            record=record,
+        )
+        if file is not None:
+            file()
+        out.extend(choice_scores(p.item.choices, s) for p, s in zip(chunk, ll, strict=True))
+    return out
 
 
 def no_context_scores(
-    view: ModelView, prepared: Sequence[Prepared], *, batch_tokens: int = BATCH_TOKENS
+    view: ModelView,
+    prepared: Sequence[Prepared],
+    *,
+    batch_tokens: int = BATCH_TOKENS,
+    progress: Callable[[int], None] | None = None,
 ) -> list[ChoiceScores]:
     """Each choice's log-likelihood after the beginning-of-text token alone (no context).
 
@@ -539,5 +693,5 @@ def no_context_scores(
     probabilities pick without reading anything (lm-eval's unconditional request).
     """
     enc = [encode_item(view, "", p.item.choices) for p in prepared]
-    ll = score_rows(view, baseline_rows(enc), batch_tokens=batch_tokens)
+    ll = score_rows(view, baseline_rows(enc), batch_tokens=batch_tokens, progress=progress)
     return [choice_scores(p.item.choices, s) for p, s in zip(prepared, ll, strict=True)]

@@ -13,7 +13,7 @@ tokenizer's special tokens (T5's ``</s>``), which join the last segment.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from transformers.activations import ACT2FN
@@ -26,7 +26,8 @@ from geomlens.concepts.aggregate import (
     normalise,
     word_aggregate,
 )
-from geomlens.concepts.baseline import BATCH_TOKENS, Encoded, batches, embed_ids, prefix_token
+from geomlens.concepts.baseline import BATCH_TOKENS, Encoded, batches, embed_ids, pad_token
+from geomlens.concepts.reuse import Reuse, sequences_key
 from geomlens.concepts.schemes import LayerRef, Scheme
 from geomlens.concepts.tasks import FEWSHOT_DELIMITER
 from geomlens.errors import GeomlensError
@@ -176,6 +177,7 @@ def layer_vectors(
     seqs: Sequence[Sequence[int]],
     layer: LayerRef,
     batch_tokens: int = BATCH_TOKENS,
+    reuse: Reuse | None = None,
 ) -> list[torch.Tensor]:
     """Vectors [n_i, d] of each token sequence encoded on its own at ``layer``.
 
@@ -184,12 +186,18 @@ def layer_vectors(
     output; at the top (``final_norm``) the final norm is applied (the encoder's on an
     encoder-decoder). Sequences are right-padded in length-sorted batches (the model is
     causal, so padding after a sequence does not change its vectors; an encoder-decoder's
-    encoder is not causal, so it gets an attention mask).
+    encoder is not causal, so it gets an attention mask). ``reuse`` answers a call made
+    before in this run (or a baseline pass that recorded these sequences, see
+    ``vectors_key``) and keeps this one's vectors.
     """
     if layer.embedding:
         return [embed_ids(view, torch.tensor(list(s), dtype=torch.long)) for s in seqs]
+    key = vectors_key(seqs, layer, batch_tokens)
+    found = reuse.get_vectors(key) if reuse is not None else None
+    if found is not None:
+        return found
     out: list[torch.Tensor] = [torch.empty(0)] * len(seqs)
-    pad = prefix_token(view)
+    pad = pad_token(view)
     for group in batches([len(s) for s in seqs], batch_tokens):
         width = len(seqs[group[0]])
         ids = torch.full((len(group), width), pad, dtype=torch.long)
@@ -198,11 +206,69 @@ def layer_vectors(
             ids[r, : len(seqs[i])] = torch.tensor(list(seqs[i]), dtype=torch.long)
             mask[r, : len(seqs[i])] = 1
         h = hidden_states(view, ids, [layer.index], mask if view.is_seq2seq else None)[layer.index]
-        if layer.final_norm:
-            h = _top(view, h)
-        for r, i in enumerate(group):
-            out[i] = h[r, : len(seqs[i])]
+        place_vectors(view, out, group, [len(seqs[i]) for i in group], h, layer)
+    if reuse is not None:
+        reuse.put_vectors(key, out)
     return out
+
+
+def vectors_key(seqs: Sequence[Sequence[int]], layer: LayerRef, batch_tokens: int) -> bytes:
+    """What ``layer_vectors(view, seqs, layer, batch_tokens)`` computes, as a digest."""
+    return sequences_key(seqs, f"{layer.index}|{layer.final_norm}", str(batch_tokens))
+
+
+def place_vectors(
+    view: ModelView,
+    out: list[torch.Tensor],
+    group: Sequence[int],
+    lengths: Sequence[int],
+    hidden: torch.Tensor,
+    layer: LayerRef,
+) -> None:
+    """Each sequence's vectors from a padded batch's hidden states [B, W, d] at ``layer``
+    (through the final norm at the top), into ``out`` at the batch's indices."""
+    if layer.final_norm:
+        hidden = _top(view, hidden)
+    for r, (i, n) in enumerate(zip(group, lengths, strict=True)):
+        out[i] = hidden[r, :n]
+
+
+def context_recorder(
+    view: ModelView,
+    contexts: Sequence[Sequence[int]],
+    layers: Sequence[LayerRef],
+    batch_tokens: int,
+    reuse: Reuse,
+) -> tuple[list[int], Callable[[list[int], dict[int, torch.Tensor]], None], Callable[[], None]]:
+    """Hidden states of a decoder's context pass (``baseline.score_rows``'s ``record``)
+    kept in ``reuse`` as ``layer_vectors(view, contexts, layer, batch_tokens)`` of each
+    layer. The baseline's cached scoring batches the contexts as ``layer_vectors`` does
+    and reads them through the same model call, so what it records equals what those
+    calls compute.
+
+    Returns:
+        (hidden-state layers to record, the per-batch callback, a function that files what
+        was recorded into ``reuse`` once every batch has run).
+    """
+    wanted = [ref for ref in layers if not ref.embedding]
+    kept = {(ref.index, ref.final_norm): [torch.empty(0)] * len(contexts) for ref in wanted}
+    filled: set[int] = set()
+
+    def on_group(group: list[int], record: dict[int, torch.Tensor]) -> None:
+        lengths = [len(contexts[i]) for i in group]
+        for ref in wanted:
+            vecs = kept[(ref.index, ref.final_norm)]
+            place_vectors(view, vecs, group, lengths, record[ref.index], ref)
+        filled.update(group)
+
+    def file() -> None:
+        if len(filled) != len(contexts):
+            return
+        for ref in wanted:
+            vecs = [v.clone() for v in kept[(ref.index, ref.final_norm)]]
+            reuse.put_vectors(vectors_key(contexts, ref, batch_tokens), vecs)
+
+    return sorted({ref.index for ref in wanted}), on_group, file
 
 
 def _top(view: ModelView, h: torch.Tensor) -> torch.Tensor:
@@ -221,11 +287,13 @@ def segment_token_vectors(
     encoded: Sequence[Encoded],
     spans: Sequence[list[list[Span]]],
     batch_tokens: int = BATCH_TOKENS,
+    reuse: Reuse | None = None,
 ) -> list[list[list[torch.Tensor]]]:
     """Token vectors of every segment of every item: [item][block][segment] -> [n, d]."""
     concat = scheme.segment.startswith("concat_")
     if concat:
-        whole = layer_vectors(view, [e.context for e in encoded], layer, batch_tokens)
+        contexts = [e.context for e in encoded]
+        whole = layer_vectors(view, contexts, layer, batch_tokens, reuse)
         return [
             [[whole[i][a:b] for a, b in block] for block in spans[i]] for i in range(len(encoded))
         ]
@@ -233,7 +301,7 @@ def segment_token_vectors(
     for e, item_spans in zip(encoded, spans, strict=True):
         for block in item_spans:
             flat.extend(e.context[a:b] for a, b in block)
-    vecs = iter(layer_vectors(view, flat, layer, batch_tokens))
+    vecs = iter(layer_vectors(view, flat, layer, batch_tokens, reuse))
     return [[[next(vecs) for _ in block] for block in item_spans] for item_spans in spans]
 
 

@@ -27,6 +27,7 @@ from geomlens.concepts.baseline import (
     Row,
     check_feed,
     choice_scores,
+    item_chunks,
     score_rows,
 )
 from geomlens.concepts.encode import (
@@ -35,11 +36,10 @@ from geomlens.concepts.encode import (
     segment_token_vectors,
     segments_for,
 )
+from geomlens.concepts.reuse import Reuse
 from geomlens.concepts.schemes import Scheme, resolve_layer
 from geomlens.errors import GeomlensError
 from geomlens.models.view import ModelView
-
-CHUNK = 32  # items whose vectors are held at once
 
 
 def context_row(view: ModelView, vectors: torch.Tensor, prepared: Prepared, feed: str) -> Row:
@@ -66,30 +66,31 @@ def pyramidal_scores(
     batch_tokens: int = BATCH_TOKENS,
     progress: Callable[[int], None] | None = None,
     feed: str = "encoder",
+    reuse: Reuse | None = None,
 ) -> list[ChoiceScores]:
     """Per item, the log-likelihood of each choice after the context's concept vectors.
 
     ``feed`` (encoder-decoders): "encoder" or "decoder", see the module docstring.
+    ``progress`` hears the items scored after each batch; ``reuse`` answers encodings and
+    scorings made before in the run (the baseline's context pass, another scheme's).
     """
     check_feed(view, feed)
     scheme = scheme.validate()
     layer = resolve_layer(scheme.layer, view.n_layers)
     act = scheme_activation(view, scheme)
     out: list[ChoiceScores] = []
-    for start in range(0, len(prepared), CHUNK):
-        chunk = prepared[start : start + CHUNK]
+    for run in item_chunks(len(prepared)):
+        chunk = [prepared[i] for i in run]
         spans = [
             segments_for(view, scheme, p.enc, p.prompt.blocks, p.prompt.completions) for p in chunk
         ]
         vecs = segment_token_vectors(
-            view, scheme, layer, [p.enc for p in chunk], spans, batch_tokens
+            view, scheme, layer, [p.enc for p in chunk], spans, batch_tokens, reuse
         )
         rows = [
             context_row(view, aggregate_context(scheme, v, act), p, feed)
             for p, v in zip(chunk, vecs, strict=True)
         ]
-        ll = score_rows(view, rows, batch_tokens=batch_tokens)
+        ll = score_rows(view, rows, batch_tokens=batch_tokens, progress=progress, reuse=reuse)
         out.extend(choice_scores(p.item.choices, s) for p, s in zip(chunk, ll, strict=True))
-        if progress is not None:
-            progress(len(chunk))
     return out

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from geomlens.concepts.aggregate import normalise, soft_cluster, word_aggregate
-from geomlens.concepts.baseline import BATCH_TOKENS, Prepared
+from geomlens.concepts.baseline import BATCH_TOKENS, Prepared, item_chunks
 from geomlens.concepts.encode import (
     aggregate_context,
     layer_vectors,
@@ -26,10 +26,10 @@ from geomlens.concepts.encode import (
     segment_token_vectors,
     segments_for,
 )
+from geomlens.concepts.reuse import Reuse
 from geomlens.concepts.schemes import Scheme, resolve_layer
 from geomlens.models.view import ModelView
 
-CHUNK = 32
 EPS = 1e-12
 
 
@@ -61,24 +61,28 @@ def similarity_scores(
     *,
     batch_tokens: int = BATCH_TOKENS,
     progress: Callable[[int], None] | None = None,
+    reuse: Reuse | None = None,
 ) -> list[tuple[float, ...]]:
-    """Per item, the similarity score of each choice (the highest is the prediction)."""
+    """Per item, the similarity score of each choice (the highest is the prediction).
+
+    ``progress`` hears the items done; ``reuse`` answers encodings made before in the run.
+    """
     scheme = scheme.validate()
     layer = resolve_layer(scheme.layer, view.n_layers)
     out_layer = resolve_layer(scheme.out_layer or "E", view.n_layers)
     act = scheme_activation(view, scheme)
     out_agg = scheme.out_word_agg or "mean"
     out: list[tuple[float, ...]] = []
-    for start in range(0, len(prepared), CHUNK):
-        chunk = prepared[start : start + CHUNK]
+    for run in item_chunks(len(prepared)):
+        chunk = [prepared[i] for i in run]
         spans = [
             segments_for(view, scheme, p.enc, p.prompt.blocks, p.prompt.completions) for p in chunk
         ]
         vecs = segment_token_vectors(
-            view, scheme, layer, [p.enc for p in chunk], spans, batch_tokens
+            view, scheme, layer, [p.enc for p in chunk], spans, batch_tokens, reuse
         )
         conts = [c for p in chunk for c in p.enc.continuations]
-        cvecs = iter(layer_vectors(view, conts, out_layer, batch_tokens))
+        cvecs = iter(layer_vectors(view, conts, out_layer, batch_tokens, reuse))
         for p, v in zip(chunk, vecs, strict=True):
             ctx = aggregate_context(scheme, v, act)
             choice = torch.stack(

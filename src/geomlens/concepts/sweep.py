@@ -13,13 +13,14 @@ import itertools
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from geomlens.concepts.baseline import BATCH_TOKENS, ChoiceScores, Prepared
 from geomlens.concepts.pyramidal import pyramidal_scores
-from geomlens.concepts.schemes import Scheme, resolve_layer, scheme_from_dict
+from geomlens.concepts.reuse import Reuse
+from geomlens.concepts.schemes import LayerRef, Scheme, resolve_layer, scheme_from_dict
 from geomlens.concepts.scores import rnd, summary
 from geomlens.concepts.similarity import similarity_scores
 from geomlens.errors import GeomlensError
@@ -27,6 +28,18 @@ from geomlens.io.runfolder import write_json
 from geomlens.models.view import ModelView
 
 HEADLINE = "normalised_vs_acc"
+
+
+class Bar(Protocol):
+    """A progress display: ``update(n)`` items done, ``close()`` at the end (tqdm's)."""
+
+    def update(self, n: int) -> Any: ...
+
+    def close(self) -> Any: ...
+
+
+SchemeProgress = Callable[[int, int, Scheme, bool], Bar | None]
+"""Called as each scheme starts with (index, count, scheme, cached); may return a bar."""
 
 
 def read_grid(path: str | Path) -> list[Scheme]:
@@ -74,10 +87,13 @@ def evaluate(
     batch_tokens: int = BATCH_TOKENS,
     progress: Callable[[int], None] | None = None,
     feed: str = "encoder",
+    reuse: Reuse | None = None,
 ) -> dict[str, Any]:
     """Run one scheme on the prepared items: per-item scores and predictions, and summary.
 
-    ``feed``: where an encoder-decoder reads test 1's vectors ("encoder" or "decoder").
+    ``feed``: where an encoder-decoder reads test 1's vectors ("encoder" or "decoder");
+    ``progress`` hears the items done; ``reuse`` shares passes with the baseline and the
+    other schemes of the run (the numbers are the same without it).
     """
     gold = np.array([p.item.gold for p in prepared])
     base_pred = [b.predictions() for b in baseline]
@@ -87,7 +103,13 @@ def evaluate(
     result: dict[str, Any] = {"key": scheme.key, "label": scheme.label, "scheme": scheme.to_dict()}
     if scheme.test == "pyramidal":
         scores = pyramidal_scores(
-            view, scheme, prepared, batch_tokens=batch_tokens, progress=progress, feed=feed
+            view,
+            scheme,
+            prepared,
+            batch_tokens=batch_tokens,
+            progress=progress,
+            feed=feed,
+            reuse=reuse,
         )
         preds = [s.predictions() for s in scores]
         correct = {k: np.array([p[k] for p in preds]) == gold for k in base}
@@ -106,7 +128,7 @@ def evaluate(
         ]
     else:
         sims = similarity_scores(
-            view, scheme, prepared, batch_tokens=batch_tokens, progress=progress
+            view, scheme, prepared, batch_tokens=batch_tokens, progress=progress, reuse=reuse
         )
         pred = np.array([int(np.argmax(s)) for s in sims])
         result["summary"] = summary(pred == gold, base, seed)
@@ -115,6 +137,17 @@ def evaluate(
             for s, k in zip(sims, pred, strict=True)
         ]
     return result
+
+
+def context_layers(view: ModelView, schemes: Sequence[Scheme]) -> list[LayerRef]:
+    """The layers at which some scheme reads the whole context in one pass (``concat_*``):
+    the baseline's context pass can keep those vectors (``baseline_scores``'s ``layers``)."""
+    found: dict[tuple[int, bool, bool], LayerRef] = {}
+    for scheme in schemes:
+        if scheme.segment.startswith("concat_"):
+            ref = resolve_layer(scheme.layer, view.n_layers)
+            found.setdefault((ref.index, ref.embedding, ref.final_norm), ref)
+    return list(found.values())
 
 
 def cache_path(folder: Path, scheme: Scheme) -> Path:
@@ -142,12 +175,15 @@ def run_schemes(
     identity: dict[str, Any],
     seed: int,
     batch_tokens: int = BATCH_TOKENS,
-    on_scheme: Callable[[int, int, Scheme, bool], None] | None = None,
+    on_scheme: SchemeProgress | None = None,
     feed: str = "encoder",
+    reuse: Reuse | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
     """Results of every scheme (cached ones read back); returns them and how many ran.
 
     ``identity`` must name ``feed`` wherever it matters, so that caches never mix feeds.
+    ``on_scheme(i, n, scheme, cached)`` is called as each scheme starts; what it returns
+    (if not None) hears the items scored and is closed when the scheme ends.
     """
     for scheme in schemes:  # every layer must exist on this model before any cache is read
         for spec in (scheme.layer, scheme.out_layer):
@@ -157,12 +193,16 @@ def run_schemes(
     (folder / "schemes").mkdir(parents=True, exist_ok=True)
     for i, scheme in enumerate(schemes):
         cached = load_cached(folder, scheme, identity)
-        if on_scheme is not None:
-            on_scheme(i, len(schemes), scheme, cached is not None)
+        bar = on_scheme(i, len(schemes), scheme, cached is not None) if on_scheme else None
         if cached is None:
-            cached = evaluate(view, scheme, prepared, baseline, seed, batch_tokens, feed=feed)
+            update = bar.update if bar is not None else None
+            cached = evaluate(
+                view, scheme, prepared, baseline, seed, batch_tokens, update, feed, reuse
+            )
             write_json(cache_path(folder, scheme), {"identity": identity, "result": cached})
             computed += 1
+        if bar is not None:
+            bar.close()
         results.append(cached)
     return results, computed
 

@@ -47,3 +47,16 @@ def token_bar(total: int, initial: int, desc: str, enabled: bool) -> tqdm:
         disable=not enabled,
         dynamic_ncols=True,
     )
+
+
+def item_bar(total: int, desc: str, enabled: bool, unit: str = "item") -> tqdm:
+    """A progress bar over ``total`` items (or other units), with tqdm's estimate of the
+    time left; for the steps of the concept tests (the baseline, each scheme)."""
+    return tqdm(
+        total=total,
+        unit=unit,
+        desc=desc,
+        disable=not enabled,
+        dynamic_ncols=True,
+        leave=True,
+    )
