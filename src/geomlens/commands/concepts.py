@@ -34,13 +34,23 @@ from geomlens.concepts.baseline import (
     no_context_scores,
     prepare,
 )
-from geomlens.concepts.schemes import DEFAULT_SCHEMES, Scheme, parse_scheme
+from geomlens.concepts.reuse import Reuse
+from geomlens.concepts.schemes import DEFAULT_SCHEMES, LayerRef, Scheme, parse_scheme
 from geomlens.concepts.scores import accuracy_ci, rnd
-from geomlens.concepts.sweep import HEADLINE, ranked, read_grid, run_schemes, table_csv
+from geomlens.concepts.sweep import (
+    HEADLINE,
+    Bar,
+    context_layers,
+    ranked,
+    read_grid,
+    run_schemes,
+    table_csv,
+)
 from geomlens.concepts.sweep import table_markdown as sweep_markdown
 from geomlens.concepts.tasks import Task, load_task
 from geomlens.errors import GeomlensError
 from geomlens.io.files import write_text_atomic
+from geomlens.io.progress import item_bar
 from geomlens.io.runfolder import (
     Run,
     RunFolder,
@@ -125,14 +135,6 @@ def scheme_list(config: ConceptsConfig) -> list[Scheme]:
         for s in read_grid(grid_path(config.sweep)):
             found.setdefault(s.key, s)
     return list(found.values())
-
-
-def _progress(on: bool) -> Any:
-    if not on:
-        return None
-    from tqdm import tqdm
-
-    return tqdm
 
 
 def accuracy_block(
@@ -296,26 +298,33 @@ def _baseline(
     prepared: Sequence[Prepared],
     progress: bool,
     timing: dict[str, float],
+    reuse: Reuse | None = None,
+    layers: Sequence[LayerRef] = (),
 ) -> tuple[list[ChoiceScores], list[ChoiceScores]]:
     """The baseline and the no-context control: read back from predictions.jsonl, or scored
-    (and written there)."""
+    (and written there). ``reuse`` keeps the contexts' vectors at ``layers`` for the
+    schemes that read them."""
     pred_path = folder.path / "predictions.jsonl"
     cached = read_predictions(pred_path, prepared)
     if cached is not None:
         return cached
     t0 = time.time()
-    bar = _progress(progress)
-    pbar = bar(total=len(prepared), desc="baseline", unit="item") if bar else None
+    pbar = item_bar(len(prepared), "baseline", progress)
     baseline = baseline_scores(
         view,
         prepared,
         batch_tokens=config.batch_tokens,
-        progress=pbar.update if pbar is not None else None,
+        progress=pbar.update,
+        reuse=reuse,
+        layers=layers,
     )
-    if pbar is not None:
-        pbar.close()
+    pbar.close()
     timing["baseline_seconds"] = time.time() - t0
-    no_context = no_context_scores(view, prepared, batch_tokens=config.batch_tokens)
+    pbar = item_bar(len(prepared), "choices alone (no context)", progress)
+    no_context = no_context_scores(
+        view, prepared, batch_tokens=config.batch_tokens, progress=pbar.update
+    )
+    pbar.close()
     write_predictions(pred_path, prepared, baseline, no_context)
     return baseline, no_context
 
@@ -334,17 +343,23 @@ def _score_and_write(
 ) -> Run:
     """Baseline, schemes (through their cache), tables, metrics, figure, final manifest."""
     timing: dict[str, float] = {}
-    baseline, no_context = _baseline(config, folder, view, prepared, progress, timing)
+    reuse = Reuse()  # passes the baseline and the schemes share (the numbers are the same)
+    layers = context_layers(view, schemes)
+    baseline, no_context = _baseline(
+        config, folder, view, prepared, progress, timing, reuse, layers
+    )
     full = manifest["config"]
     identity = {k: full[k] for k in full if k != "schemes"}
     identity["model_fingerprint"] = manifest["model_fingerprint"]
     if view.is_seq2seq:  # scheme caches of the two feeds never mix
         identity["feed"] = config.feed
 
-    def report(i: int, n: int, scheme: Scheme, cached: bool) -> None:
-        if progress:
-            state = "cached" if cached else "running"
-            print(f"scheme {i + 1}/{n} {scheme.label} ({state})", file=sys.stderr)
+    def report(i: int, n: int, scheme: Scheme, cached: bool) -> Bar | None:
+        if cached:
+            if progress:
+                print(f"scheme {i + 1}/{n} {scheme.label} (cached)", file=sys.stderr)
+            return None
+        return item_bar(len(prepared), f"scheme {i + 1}/{n} {scheme.label}", progress)
 
     t0 = time.time()
     results, computed = run_schemes(
@@ -358,6 +373,7 @@ def _score_and_write(
         config.batch_tokens,
         on_scheme=report,
         feed=config.feed,
+        reuse=reuse,
     )
     timing["schemes_seconds"] = time.time() - t0
     base = baseline_section(prepared, baseline, no_context, config.seed)
