@@ -31,6 +31,7 @@ from geomlens.analyses.refactor import refactor_check
 from geomlens.capture.hooks import hidden_states
 from geomlens.errors import GeomlensError
 from geomlens.models import ModelView
+from geomlens.models.check import check_view
 from geomlens.models.families import FAMILIES, family_for
 from geomlens.models.view import BlockView, NormView
 from geomlens.stats import CapturedBatch, DecompositionAccumulator
@@ -115,6 +116,12 @@ def test_every_family_has_a_case() -> None:
     covered = {c.family for c in CASES}
     missing = [f.name for f in FAMILIES if f.name not in covered and f.name != "t5"]
     assert not missing, f"families without a row in CASES: {missing}"
+
+
+def test_the_on_load_check_passes(view: ModelView) -> None:
+    check = check_view(view)
+    assert check.blocks == view.n_layers + len(view.decoder_blocks)
+    assert max(check.max_error.values()) < check.tolerance
 
 
 def test_hidden_states_and_logits_equal_hf(view: ModelView) -> None:

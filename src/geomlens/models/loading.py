@@ -7,8 +7,7 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -18,6 +17,7 @@ from safetensors import SafetensorError
 from geomlens.errors import GeomlensError
 from geomlens.models.bundled import BUNDLED, BundledModel
 from geomlens.models.cache import converted_dir, file_key, publish
+from geomlens.models.check import check_view, eager_attention  # noqa: F401 (re-exported)
 from geomlens.models.families import family_for
 from geomlens.models.view import ModelView
 
@@ -495,7 +495,8 @@ def load_folder(
 
     Options, the config's sizes and the tokenizer are checked before the weights load; a
     weight missing from the files, of another shape, or left over from a different config
-    is refused rather than filled with random values.
+    is refused rather than filled with random values. The loaded view then passes the
+    on-load check (``models.check``) against Hugging Face's own forward pass, or is refused.
     """
     from transformers import AutoConfig, AutoTokenizer
 
@@ -544,19 +545,5 @@ def load_folder(
     check_tokenizer(folder, tokenizer, embedding_rows(model))
     model.eval().requires_grad_(False)
     model.to(device)
-    return family.build(model, tokenizer, name, str(folder))
-
-
-@contextmanager
-def eager_attention(view: ModelView) -> Iterator[None]:
-    """Switch a loaded model to eager attention (attention weights) and back."""
-    model: Any = view.model
-    previous = view.config._attn_implementation
-    if previous == "eager":
-        yield
-        return
-    model.set_attn_implementation("eager")
-    try:
-        yield
-    finally:
-        model.set_attn_implementation(previous)
+    view = family.build(model, tokenizer, name, str(folder))
+    return replace(view, load_check=check_view(view))

@@ -304,9 +304,10 @@ class AttentionView:
             s = self.softcap * torch.tanh(s / self.softcap)
         return s
 
-    def scores(self, x: torch.Tensor) -> torch.Tensor:
-        """[B, T, d] normalised input -> [B, H, T, T] pre-softmax, pre-mask scores."""
-        q, k = self.rotate(*self.project_qk(x))
+    def scores(self, x: torch.Tensor, heads: HeadWeights | None = None) -> torch.Tensor:
+        """[B, T, d] normalised input -> [B, H, T, T] pre-softmax, pre-mask scores
+        (``heads``: the block's weights, if already at hand)."""
+        q, k = self.rotate(*self.project_qk(x, heads))
         return self.finish_scores(q @ k.transpose(-1, -2))
 
     def mask(self, length: int) -> torch.Tensor:
@@ -319,9 +320,9 @@ class AttentionView:
             allowed &= (i - j < self.window) & (j - i < self.window)
         return allowed
 
-    def probabilities(self, x: torch.Tensor) -> torch.Tensor:
+    def probabilities(self, x: torch.Tensor, heads: HeadWeights | None = None) -> torch.Tensor:
         """[B, T, d] normalised input -> [B, H, T, T] attention probabilities."""
-        s = self.scores(x)
+        s = self.scores(x, heads)
         allowed = self.mask(s.shape[-1]).to(s.device)
         return s.masked_fill(~allowed, float("-inf")).softmax(-1)
 
@@ -351,7 +352,10 @@ class BlockView:
         layout: see ``Layout``.
         attn: scores, probabilities, rotary and hook sites of the attention, from the view.
         extra_norms: other norms of the block by name (sandwich output norms
-            ``post_attn``/``post_mlp``, q/k norms ``q_norm``/``k_norm``, T5's ``final``).
+            ``post_attn``/``post_mlp``, q/k norms ``q_norm``/``k_norm``, T5's ``final``,
+            an encoder-decoder's ``cross_attn``).
+        residual_scale: the factor each sub-block's output is multiplied by before it joins
+            the residual stream (Granite's ``residual_multiplier``; 1 elsewhere).
     """
 
     index: int
@@ -363,6 +367,7 @@ class BlockView:
     attn: AttentionView
     mlp_fn: Callable[[], MlpView] = field(repr=False)
     extra_norms: dict[str, NormView] = field(default_factory=dict)
+    residual_scale: float = 1.0
 
     @property
     def placement(self) -> Literal["pre", "post"]:
@@ -388,6 +393,28 @@ class BlockView:
 
 
 @dataclass(frozen=True)
+class DecoderBlockView(BlockView):
+    """A decoder block of an encoder-decoder: its self-attention as in ``BlockView``, plus
+    cross-attention.
+
+    Attributes:
+        cross_attention: the cross-attention module (queries from the decoder, keys and
+            values from the encoder output); its norm is ``extra_norms["cross_attn"]`` (before
+            it in pre-norm layouts, after its residual in post-norm ones). Its scores are
+            ``attn.scale * q . k`` with no position bias.
+    """
+
+    cross_attention: nn.Module | None = None
+    cross_heads_fn: Callable[[], HeadWeights] | None = field(default=None, repr=False)
+
+    def cross_heads(self) -> HeadWeights:
+        """Per-head W_Q/W_K/W_V/W_O of the cross-attention (W_K, W_V read the encoder output)."""
+        if self.cross_heads_fn is None:
+            raise GeomlensError(f"decoder block {self.index} has no cross-attention.")
+        return self.cross_heads_fn()
+
+
+@dataclass(frozen=True)
 class ModelView:
     """A uniform read-only view of a loaded model.
 
@@ -409,6 +436,8 @@ class ModelView:
         encoder_final_norm: for encoder-decoders, the encoder stack's final norm (the
             view's ``final_norm`` is the decoder's), else None.
         decoder_start_token_id: for encoder-decoders, the decoder's first input token.
+        load_check: what the on-load check measured (``models.check.LoadCheck``), for a
+            view made by ``load_model``; None for a view built directly.
     """
 
     name: str
@@ -439,6 +468,7 @@ class ModelView:
     logit_softcap: float | None = None
     encoder_final_norm: NormView | None = None
     decoder_start_token_id: int | None = None
+    load_check: Any = field(default=None, repr=False, compare=False)
 
     def decoder_start(self) -> int:
         """The token an encoder-decoder's decoder starts from (Hugging Face's shift of the

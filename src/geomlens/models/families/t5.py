@@ -10,20 +10,17 @@ decoder's blocks seen through their self-attention, each also carrying its cross
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 import torch
-from torch import nn
 
-from geomlens.errors import GeomlensError
 from geomlens.models.families.base import Dims, Family
 from geomlens.models.families.common import separate_heads
 from geomlens.models.view import (
     AttentionView,
     BlockView,
-    HeadWeights,
+    DecoderBlockView,
     MlpView,
     ModelView,
     NormView,
@@ -32,24 +29,9 @@ from geomlens.models.view import (
     norm_view,
 )
 
-
-@dataclass(frozen=True)
-class T5DecoderBlockView(BlockView):
-    """A T5 decoder block: its self-attention as in ``BlockView``, plus cross-attention.
-
-    Attributes:
-        cross_attention: the ``EncDecAttention`` module (queries from the decoder, keys and
-            values from the encoder output); its input norm is ``extra_norms["cross_attn"]``.
-    """
-
-    cross_attention: nn.Module | None = None
-    cross_heads_fn: Callable[[], HeadWeights] | None = field(default=None, repr=False)
-
-    def cross_heads(self) -> HeadWeights:
-        """Per-head W_Q/W_K/W_V/W_O of the cross-attention (W_K, W_V read the encoder output)."""
-        if self.cross_heads_fn is None:
-            raise GeomlensError(f"decoder block {self.index} has no cross-attention.")
-        return self.cross_heads_fn()
+T5DecoderBlockView = DecoderBlockView
+"""A T5 decoder block (the view's ``DecoderBlockView``; T5's cross-attention is
+``EncDecAttention``, its norm the layer's own ``layer_norm``)."""
 
 
 t5_heads = separate_heads("q", "k", "v", "o")
