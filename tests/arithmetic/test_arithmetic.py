@@ -12,9 +12,15 @@ import torch
 
 from geomlens.arithmetic import data as D
 from geomlens.arithmetic.config import make_config
-from geomlens.arithmetic.evaluate import accuracy_by_length, exact_match, greedy_answers
+from geomlens.arithmetic.evaluate import (
+    accuracy_by_length,
+    exact_match,
+    greedy_answers,
+    in_float64,
+)
 from geomlens.arithmetic.model import build_model, model_view
-from geomlens.arithmetic.train import BatchSource, TrainFolder, loss_on, train
+from geomlens.arithmetic.seeds import seed_spread, side_means, spread
+from geomlens.arithmetic.train import BatchSource, TrainFolder, loss_on, lr_factor, train
 from geomlens.cli import main
 from geomlens.commands.arithmetic import run_arithmetic
 from geomlens.errors import GeomlensError
@@ -225,7 +231,7 @@ def test_view_of_the_model_is_the_gpt2_mapping():
 
 
 def test_resume_after_interruption_continues_from_the_checkpoint(tmp_path):
-    config = tiny(steps=6, checkpoint_every=2)
+    config = tiny(steps=6, checkpoint_every=2, check_every=2, check_samples=4, target_accuracy=1.0)
     problems = {3: D.make_problems(np.random.default_rng(0), 3, 4)}
     whole = train(config, tmp_path / "whole", problems, progress=False)
 
@@ -245,7 +251,72 @@ def test_resume_after_interruption_continues_from_the_checkpoint(tmp_path):
         assert torch.equal(a, b), name
     assert resumed.history.loss == whole.history.loss
     assert resumed.history.evals == whole.history.evals
+    assert resumed.history.checks == whole.history.checks and len(whole.history.checks) == 3
     assert not TrainFolder(tmp_path / "cut").checkpoint.exists()
+
+
+def test_constant_schedule_holds_the_peak_rate_after_warm_up():
+    assert [lr_factor(s, 4, 10, "constant") for s in (0, 3, 4, 9, 500)] == [0.25, 1, 1, 1, 1]
+    assert lr_factor(10, 4, 10, "cosine") == pytest.approx(0.0)
+
+
+def test_training_stops_at_the_first_check_that_meets_the_target(tmp_path, monkeypatch):
+    # planted criterion scores: the first at or above 0.99 is the fourth check (step 8)
+    planted = iter([0.2, 0.5, 0.985, 0.99, 1.0, 1.0])
+    monkeypatch.setattr(
+        "geomlens.arithmetic.train.criterion_score", lambda model, config, held: next(planted)
+    )
+    config = tiny(steps=20, check_every=2, checkpoint_every=5, target_accuracy=0.99)
+    problems = {3: D.make_problems(np.random.default_rng(0), 3, 4)}
+    trained = train(config, tmp_path / "planted", problems, progress=False)
+    h = trained.history
+    assert [c[0] for c in h.checks] == [2, 4, 6, 8] and h.checks[-1][1] == 0.99
+    assert (h.steps, h.stopped) == (8, "target")
+    assert [e["step"] for e in h.evals] == [5, 8]  # the last evaluation is where it stopped
+    assert TrainFolder(tmp_path / "planted").weights.exists()
+
+
+def test_an_unmet_target_trains_to_the_cap_and_checks_real_accuracy(tmp_path):
+    config = tiny(steps=6, check_every=3, check_samples=5, target_accuracy=1.0)
+    problems = {3: D.make_problems(np.random.default_rng(0), 3, 4)}
+    trained = train(config, tmp_path / "cap", problems, progress=False)
+    h = trained.history
+    assert (h.steps, h.stopped) == (6, "steps") and [c[0] for c in h.checks] == [3, 6]
+    # the check is the lowest held-out exact match over the training lengths, recomputed
+    from geomlens.arithmetic.train import held_out_problems
+
+    held = held_out_problems(config)
+    assert sorted(held) == [2, 3] and all(len(p.tokens) == 5 for p in held.values())
+    assert h.checks[-1][1] == min(accuracy_by_length(trained.model, held).values())
+    # a target of 0 is met at the first check
+    met = train(replace(config, target_accuracy=0.0), tmp_path / "zero", problems, progress=False)
+    assert (met.history.steps, met.history.stopped) == (3, "target")
+
+
+def test_float64_decoding_leaves_the_model_as_it_was():
+    model = build_model(tiny().shape, seed=0)
+    copy = in_float64(model)
+    assert copy is not model and next(copy.parameters()).dtype == torch.float64
+    assert next(model.parameters()).dtype == torch.float32
+    assert in_float64(copy) is copy
+
+
+# --------------------------------------------------------------------------- seeds
+
+
+def test_spread_matches_numpy_and_skips_missing_values():
+    values = [0.2, None, 0.9, 0.5, float("nan"), 0.4]
+    kept = np.array([0.2, 0.9, 0.5, 0.4])
+    got = spread(values)
+    assert got["n"] == 4 and got["min"] == 0.2 and got["max"] == 0.9
+    assert got["median"] == pytest.approx(0.45) and got["mean"] == pytest.approx(kept.mean())
+    assert got["sd"] == pytest.approx(np.sqrt(((kept - kept.mean()) ** 2).sum() / 3))
+    assert spread([0.7])["sd"] is None and spread([None])["n"] == 0
+    assert side_means({1: 0.1, 2: 1.0, 3: 0.9, 4: 0.3, 5: 0.1}, (2, 3)) == (
+        0.1,
+        pytest.approx(0.2),
+    )
+    assert side_means({2: 1.0}, (2, 3)) == (None, None)
 
 
 # --------------------------------------------------------------------------- command
@@ -292,12 +363,36 @@ def test_command_writes_metrics_and_figures_deterministically(tmp_path, monkeypa
     assert run_arithmetic(config, tmp_path / "a", progress=False).path == run.path
 
 
+def test_seeds_are_trained_apart_and_spread(tmp_path):
+    config = tiny(seeds=2, steps=4, checkpoint_every=2)
+    run = run_arithmetic(config, tmp_path / "seeds", progress=False)
+    m = run.metrics["arithmetic"]
+    assert m["seeds"] == [3, 4] and [r["seed"] for r in m["runs"]] == [3, 4]
+    for seed in (3, 4):
+        assert (run.path / f"seed-{seed}" / "model" / "model.safetensors").exists()
+    a, b = m["runs"]
+    assert a["loss_curve"] != b["loss_curve"]
+    s = m["spread"]
+    assert s["seeds"] == 2 and s["criterion_met"] == 0
+    for key in ("accuracy_in_range", "accuracy_shorter", "accuracy_longer"):
+        assert (s[key]["min"], s[key]["max"]) == (min(a[key], b[key]), max(a[key], b[key]))
+    smooth = [r["geometry"][0]["layers"][1]["pos_smoothness"] for r in (a, b)]
+    got = s["geometry"][0]["layers"][1]["pos_smoothness"]
+    assert got["mean"] == pytest.approx(np.mean(smooth), abs=1e-8)
+    assert got["sd"] == pytest.approx(np.std(smooth, ddof=1), abs=1e-8)
+    recomputed = seed_spread(m["runs"])["accuracy_by_length"]
+    assert recomputed == s["accuracy_by_length"]
+
+
 def test_config_errors_are_one_sentence(capsys, tmp_path):
     for argv, phrase in (
         (["--train-digits", "10-5"], "1 <= lo <= hi"),
         (["--steps", "0"], "--steps must be at least 1"),
         (["--train-digits", "five"], "range of operand lengths"),
         (["--d-model", "30", "--heads", "4"], "not a multiple"),
+        (["--target-accuracy", "1.5"], "between 0 and 1"),
+        (["--seeds", "0"], "--seeds must be at least 1"),
+        (["--check-every", "0"], "--check-every must be at least 1"),
     ):
         code = main(["arithmetic", "--preset", "quick", *argv, "--out", str(tmp_path / "r")])
         err = capsys.readouterr().err
@@ -311,7 +406,12 @@ def test_presets_hold_the_original_setting():
     assert (full.layers, full.heads, full.d_model) == (8, 8, 512)
     assert full.train_digits == (5, 10) and full.train_samples == 1_000_000
     assert full.reverse_output
+    assert full.target_accuracy is None and full.seeds == 1 and full.lr_schedule == "cosine"
+    assert full.dtype == "float32" and full.control
     quick = make_config("quick", steps=5)
     assert quick.steps == 5 and quick.train_digits == (2, 3)
+    assert quick.target_accuracy == 0.99 and quick.lr_schedule == "constant"
+    assert quick.seeds == 5 and quick.seed_list == [0, 1, 2, 3, 4]
+    assert quick.dtype == "float64" and quick.threads == 1
     assert replace(quick, seed=1).to_dict()["seed"] == 1
     assert json.dumps(quick.to_dict())

@@ -349,7 +349,7 @@ def run(config: ArithmeticRunConfig) -> Run:
 
 def summary(run: Run) -> list[str]:
     """The lines ``geomlens arithmetic`` prints when it finishes."""
-    header = f"addition study written to {run.path} (metrics.json, figures/, model/)"
+    header = f"addition study written to {run.path} (metrics.json, figures/, seed-*/)"
     return [header, *summary_lines(run)]
 
 
