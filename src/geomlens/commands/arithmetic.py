@@ -422,6 +422,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--batch-size", type=int, default=None, metavar="B")
     p.add_argument("--lr", type=float, default=None, help="peak AdamW learning rate")
+    add_stopping_arguments(p)
+    p.add_argument(
+        "--train-samples",
+        type=int,
+        default=None,
+        metavar="N",
+        help="fixed training set size (0: fresh problems every step)",
+    )
+    p.add_argument("--checkpoint-every", type=int, default=None, metavar="STEPS")
+    p.add_argument("--eval-samples", type=int, default=None, metavar="N", help="per length")
+    p.add_argument("--geometry-contexts", type=int, default=None, metavar="C")
+    p.add_argument(
+        "--control",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also train a control on randomised position ids (full: on, quick: off)",
+    )
+    p.add_argument("--device", default=None, help="cpu (default) or cuda")
+    p.add_argument("--threads", type=int, default=None, metavar="N", help="torch CPU threads")
+    p.add_argument("--seed", type=int, default=None, help="the first seed")
+    p.add_argument(
+        "--seeds",
+        type=int,
+        default=None,
+        metavar="N",
+        help="models trained, seeds --seed .. --seed + N - 1 (quick: 5, full: 1)",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--out", default=None, help="run folder (default: runs/arithmetic-<preset>)")
+
+
+def add_stopping_arguments(p: argparse.ArgumentParser) -> None:
+    """How training runs and ends: schedule, criterion, precision."""
     p.add_argument(
         "--lr-schedule",
         default=None,
@@ -452,34 +485,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=["float32", "float64"],
         help="weights and arithmetic (quick: float64, full: float32)",
     )
-    p.add_argument(
-        "--train-samples",
-        type=int,
-        default=None,
-        metavar="N",
-        help="fixed training set size (0: fresh problems every step)",
-    )
-    p.add_argument("--checkpoint-every", type=int, default=None, metavar="STEPS")
-    p.add_argument("--eval-samples", type=int, default=None, metavar="N", help="per length")
-    p.add_argument("--geometry-contexts", type=int, default=None, metavar="C")
-    p.add_argument(
-        "--control",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="also train a control on randomised position ids (full: on, quick: off)",
-    )
-    p.add_argument("--device", default=None, help="cpu (default) or cuda")
-    p.add_argument("--threads", type=int, default=None, metavar="N", help="torch CPU threads")
-    p.add_argument("--seed", type=int, default=None, help="the first seed")
-    p.add_argument(
-        "--seeds",
-        type=int,
-        default=None,
-        metavar="N",
-        help="models trained, seeds --seed .. --seed + N - 1 (quick: 5, full: 1)",
-    )
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
-    p.add_argument("--out", default=None, help="run folder (default: runs/arithmetic-<preset>)")
 
 
 def main(args: argparse.Namespace) -> int:
