@@ -11,8 +11,9 @@ For encoder-decoders it also records what the decoder's self- and cross-attentio
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -189,20 +190,34 @@ class RefactorAccumulator:
         self.tokens = 0
 
     def update(self, record: AttentionRecord) -> None:
-        B, T = record.x.shape[1:3]
-        for l, heads in enumerate(self.heads):
-            o_h = head_outputs(heads, record.x[l], record.attn[l])
-            total = o_h.sum(1)
-            if heads.b_O is not None:
-                total = total + heads.b_O.double().cpu()
-            ref = record.out[l].double()
-            self.err[l] = max(self.err[l], float((total - ref).abs().max()))
-            self.out[l] = max(self.out[l], float(ref.abs().max()))
-            n = o_h.norm(dim=-1)  # [B, H, T]
-            h_in = record.block_in[l].double().norm(dim=-1).clamp(min=1e-30)  # [B, T]
-            self.norm[l] += n.sum((0, 2)).numpy()
-            self.rel[l] += (n / h_in[:, None, :]).sum((0, 2)).numpy()
-        self.tokens += int(B * T)
+        for l in range(len(self.heads)):
+            self.update_layer(l, record.block_in[l], record.x[l], record.out[l], record.attn[l])
+
+    def update_layer(
+        self,
+        layer: int,
+        block_in: torch.Tensor,
+        x: torch.Tensor,
+        out: torch.Tensor,
+        attn: torch.Tensor,
+    ) -> None:
+        """Add one block of one pass: its input [B, T, d], its value projection's input
+        [B, T, d], its output projection's output [B, T, d], its attention [B, H, T, T]
+        (block 0 counts the tokens)."""
+        heads = self.heads[layer]
+        o_h = head_outputs(heads, x, attn)
+        total = o_h.sum(1)
+        if heads.b_O is not None:
+            total = total + heads.b_O.double().cpu()
+        ref = out.double()
+        self.err[layer] = max(self.err[layer], float((total - ref).abs().max()))
+        self.out[layer] = max(self.out[layer], float(ref.abs().max()))
+        n = o_h.norm(dim=-1)  # [B, H, T]
+        h_in = block_in.double().norm(dim=-1).clamp(min=1e-30)  # [B, T]
+        self.norm[layer] += n.sum((0, 2)).numpy()
+        self.rel[layer] += (n / h_in[:, None, :]).sum((0, 2)).numpy()
+        if layer == 0:
+            self.tokens += int(x.shape[0] * x.shape[1])
 
     def _shapes(self) -> list[tuple[int, ...]]:
         """[H, d, d_head] of each block's value weights: what a merge must agree on."""
@@ -275,10 +290,44 @@ def refactor_check(view: ModelView, input_ids: torch.Tensor) -> RefactorResult:
     return acc.finalize()
 
 
+def attention_weight_modules(view: ModelView) -> dict[int, tuple[torch.nn.Module, int]] | None:
+    """Per main-stack block, the module whose output holds its attention probabilities and
+    their place in that output: what Hugging Face's own ``output_attentions`` reads (the
+    model's ``_can_record_outputs["attentions"]``). None where the model does not say, or
+    where a block holds no such module or more than one."""
+    spec = getattr(type(view.base), "_can_record_outputs", None) or {}
+    spec = spec.get("attentions")
+    if spec is None:
+        return None
+    target = getattr(spec, "target_class", spec if isinstance(spec, type) else None)
+    class_name = spec if isinstance(spec, str) else getattr(spec, "class_name", None)
+    index = getattr(spec, "index", 1)
+    suffix = getattr(spec, "layer_name", None)
+    found: dict[int, tuple[torch.nn.Module, int]] = {}
+    for block in view.blocks:
+        hits = [
+            module
+            for name, module in block.module.named_modules()
+            if (target is not None and isinstance(module, target))
+            or (class_name is not None and type(module).__name__.endswith(class_name))
+            if suffix is None or f".{name}".endswith(suffix)
+        ]
+        if len(hits) != 1:
+            return None
+        found[block.index] = (hits[0], index)
+    return found
+
+
 class AttentionTap(StateParts):
     """The position kernels and the refactoring check of the main stack over the first
-    ``windows`` windows of the capture (a ``Tap``, see ``capture.taps``): each tapped pass
-    records what every block's attention saw and produced, and its probabilities."""
+    ``windows`` windows of the capture (a ``Tap``, see ``capture.taps``).
+
+    Each tapped pass is read block by block as it runs (``streams``): when a block's
+    attention returns, its probabilities, the block's input and what its value and output
+    projections saw go into the kernels and the check, and are dropped, so one block's
+    attention is held at a time, not every layer's. Where the model does not say which
+    module returns its attention (``attention_weight_modules``), the pass returns every
+    layer's attention at its end (``after``), as Hugging Face's ``output_attentions``."""
 
     attention = True
     what = "attention-tap"
@@ -289,18 +338,55 @@ class AttentionTap(StateParts):
         self.kernels = KernelAccumulator(view.n_layers, view.n_heads, causal=not view.is_encoder)
         self.refactor = RefactorAccumulator(view)
         self._sites: dict[str, dict[int, torch.Tensor]] = {}
+        self._pending: dict[int, torch.Tensor] = {}
+        self._weights = attention_weight_modules(view)
+        self.streams = self._weights is not None
 
     @contextmanager
     def during(self, view: ModelView) -> Iterator[None]:
-        with attention_sites(view) as sites:
-            self._sites = sites
+        with attention_sites(view) as sites, ExitStack() as stack:
+            self._sites, self._pending = sites, {}
+            for layer, (module, index) in (self._weights or {}).items():
+                keep = functools.partial(self._weights_of, layer, index)
+                stack.callback(module.register_forward_hook(keep).remove)
+                # after attention_sites' own hook on the output projection (registered first)
+                done = functools.partial(self._maybe_done, layer)
+                output = view.blocks[layer].attn.output
+                stack.callback(output.register_forward_hook(lambda *_, f=done: f()).remove)
             yield
 
+    def _weights_of(self, layer: int, index: int, module: Any, args: Any, output: Any) -> None:
+        """Keep block ``layer``'s attention probabilities as its attention returns them."""
+        weights = output[index] if isinstance(output, (tuple, list)) else None
+        if not isinstance(weights, torch.Tensor) or weights.ndim != 4:
+            raise GeomlensError(
+                f"{self.view.name} returned no attention weights under eager attention."
+            )
+        self._pending[layer] = weights.detach().float().cpu()
+        self._maybe_done(layer)
+
+    def _maybe_done(self, layer: int) -> None:
+        """Add block ``layer`` of the pass running now once its attention and its output
+        projection have both run (in either order), then drop what it recorded."""
+        sites = self._sites
+        if layer not in self._pending or layer not in sites["out"]:
+            return
+        block_in, x, out = (sites[kind].pop(layer) for kind in ("block_in", "x", "out"))
+        attn = self._pending.pop(layer)
+        self.refactor.update_layer(layer, block_in, x, out, attn)
+        self.kernels.update(layer, attn, block_scores(self.view, layer, block_in))
+
     def after(self, attentions: Sequence[torch.Tensor] | None) -> None:
-        """Add the pass just run to the kernels and the refactoring check."""
-        assert attentions is not None
-        self.update(attention_record(self._sites, attentions, self.view.n_layers))
-        self._sites = {}
+        """Add the pass just run (where it was not read block by block)."""
+        if not self.streams:
+            assert attentions is not None
+            self.update(attention_record(self._sites, attentions, self.view.n_layers))
+        elif self._pending or any(self._sites.values()):
+            raise GeomlensError(
+                f"{self.view.name}'s attention ran without its output projection (or the "
+                "reverse) in a tapped pass; the kernels cannot be read block by block."
+            )
+        self._sites, self._pending = {}, {}
 
     def update(self, rec: AttentionRecord) -> None:
         self.refactor.update(rec)
