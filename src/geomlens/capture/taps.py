@@ -172,7 +172,8 @@ def tapped_pass(
     """One whole forward pass of ``input_ids`` [B, T] with every tap's hooks on (eager
     attention when one reads attention); returns layer -> [B, T, d] for ``layers``."""
     attention = any(t.attention for t in taps)
-    kwargs = base_kwargs(view) | ({"output_attentions": True} if attention else {})
+    returned = any(t.attention and not getattr(t, "streams", False) for t in taps)
+    kwargs = base_kwargs(view) | ({"output_attentions": True} if returned else {})
     with ExitStack() as stack:
         if attention:
             stack.enter_context(eager_attention(view))
@@ -181,8 +182,8 @@ def tapped_pass(
         record = stack.enter_context(recording(view, layers, stop=False))
         stack.enter_context(torch.inference_mode())
         out = view.base(input_ids=input_ids.to(view.device), **kwargs)
-    attentions = getattr(out, "attentions", None) if attention else None
-    if attention and (not attentions or any(a is None for a in attentions)):
+    attentions = getattr(out, "attentions", None) if returned else None
+    if returned and (not attentions or any(a is None for a in attentions)):
         raise GeomlensError(f"{view.name} returned no attention weights under eager attention.")
     for tap in taps:
         tap.after(attentions if tap.attention else None)
