@@ -18,7 +18,7 @@ from transformers.activations import ACT2FN
 
 from geomlens.errors import GeomlensError
 
-NormKind = Literal["layernorm", "rmsnorm"]
+NormKind = Literal["layernorm", "rmsnorm", "identity"]
 PositionKind = Literal["learned", "rotary", "alibi", "t5-relative"]
 
 
@@ -27,7 +27,9 @@ class NormView:
     """A LayerNorm or RMSNorm: ``module(x)`` is the model's own computation.
 
     Attributes:
-        kind: "layernorm" (centre, then scale) or "rmsnorm" (scale only).
+        kind: "layernorm" (centre, then scale), "rmsnorm" (scale only) or "identity" (no
+            norm where a layout has one: ModernBERT's first block reads the normalised
+            embedding as it is; ``BlockView`` reports such a norm as absent).
         weight: [d] the effective gain gamma (Gemma's ``1 + w`` already added).
         bias: [d] beta, or None.
         eps: the epsilon added to the variance.
@@ -377,12 +379,14 @@ class BlockView:
     @property
     def attn_input_norm(self) -> NormView | None:
         """The norm the attention's input passes through inside the block, or None."""
-        return self.norm_attn if self.placement == "pre" else None
+        pre = self.placement == "pre" and self.norm_attn.kind != "identity"
+        return self.norm_attn if pre else None
 
     @property
     def mlp_input_norm(self) -> NormView | None:
         """The norm the MLP's input passes through inside the block, or None."""
-        return self.norm_mlp if self.placement == "pre" else None
+        pre = self.placement == "pre" and self.norm_mlp.kind != "identity"
+        return self.norm_mlp if pre else None
 
     def heads(self) -> HeadWeights:
         """Per-head W_Q/W_K/W_V/W_O (computed on each call; cache it if reused)."""
@@ -586,17 +590,27 @@ def bias_heads(b: torch.Tensor | None, n_heads: int) -> torch.Tensor | None:
 
 
 def norm_view(
-    module: Any, kind: NormKind, eps_attr: str | None = None, offset: float = 0.0
+    module: Any,
+    kind: NormKind,
+    eps_attr: str | None = None,
+    offset: float = 0.0,
+    default_eps: float | None = None,
 ) -> NormView:
     """Build a NormView from a norm module (``offset`` = 1 for Gemma's ``1 + w`` gain).
 
     The epsilon is read from ``eps_attr``, or else the first of ``eps``,
-    ``variance_epsilon``, ``epsilon`` the module has.
+    ``variance_epsilon``, ``epsilon`` the module has, else ``default_eps`` (a module that
+    fixes it in its code, OLMo's). A norm without a gain (OLMo's) has gamma = 1.
     """
-    weight = module.weight.detach() + offset
+    gain = getattr(module, "weight", None)
+    if gain is None:
+        gain = torch.ones(tuple(module.normalized_shape)[-1])
+    weight = gain.detach() + offset
     bias = getattr(module, "bias", None)
     names = (eps_attr,) if eps_attr else ("eps", "variance_epsilon", "epsilon")
-    eps = next(getattr(module, n) for n in names if hasattr(module, n))
+    eps = next((getattr(module, n) for n in names if hasattr(module, n)), default_eps)
+    if eps is None:
+        raise AttributeError(f"{type(module).__name__} names no epsilon")
     return NormView(
         kind=kind,
         weight=weight,
@@ -604,6 +618,11 @@ def norm_view(
         eps=float(eps),
         module=module,
     )
+
+
+def identity_norm(module: nn.Module, size: int) -> NormView:
+    """The ``NormView`` of a place where a layout's norm is the identity (``nn.Identity``)."""
+    return NormView(kind="identity", weight=torch.ones(size), bias=None, eps=0.0, module=module)
 
 
 def get_path(root: nn.Module, path: str) -> Any:

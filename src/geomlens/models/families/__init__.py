@@ -8,6 +8,7 @@ from geomlens.errors import GeomlensError
 from geomlens.models.families.base import Family
 from geomlens.models.families.bert import BERT, ROBERTA
 from geomlens.models.families.bloom import BLOOM
+from geomlens.models.families.cohere import COHERE
 from geomlens.models.families.falcon import FALCON
 from geomlens.models.families.gemma import GEMMA
 from geomlens.models.families.gemma2 import GEMMA2
@@ -16,15 +17,24 @@ from geomlens.models.families.gpt2 import GPT2
 from geomlens.models.families.gpt_neo import GPT_NEO
 from geomlens.models.families.gpt_neox import GPT_NEOX
 from geomlens.models.families.gptj import GPTJ
+from geomlens.models.families.granite import GRANITE, GRANITEMOE
+from geomlens.models.families.helium import HELIUM
 from geomlens.models.families.llama import LLAMA
 from geomlens.models.families.mistral import MISTRAL
 from geomlens.models.families.mixtral import MIXTRAL
+from geomlens.models.families.nemotron import NEMOTRON
+from geomlens.models.families.olmo import OLMO
 from geomlens.models.families.olmo2 import OLMO2
+from geomlens.models.families.olmo3 import OLMO3
 from geomlens.models.families.opt import OPT
 from geomlens.models.families.phi import PHI
 from geomlens.models.families.phi3 import PHI3
 from geomlens.models.families.qwen2 import QWEN2
 from geomlens.models.families.qwen3 import QWEN3
+from geomlens.models.families.qwen_moe import QWEN2_MOE, QWEN3_MOE
+from geomlens.models.families.smollm3 import SMOLLM3
+from geomlens.models.families.stablelm import STABLELM
+from geomlens.models.families.starcoder2 import STARCODER2
 from geomlens.models.families.t5 import T5
 
 FAMILIES: tuple[Family, ...] = (
@@ -49,6 +59,18 @@ FAMILIES: tuple[Family, ...] = (
     GEMMA2,
     OLMO2,
     PHI3,
+    STARCODER2,
+    STABLELM,
+    GRANITE,
+    GRANITEMOE,
+    COHERE,
+    OLMO,
+    OLMO3,
+    QWEN2_MOE,
+    QWEN3_MOE,
+    SMOLLM3,
+    NEMOTRON,
+    HELIUM,
 )
 
 

@@ -35,6 +35,7 @@ from geomlens.models.view import (
     PositionScheme,
     Rotary,
     get_path,
+    identity_norm,
     norm_view,
 )
 
@@ -137,6 +138,7 @@ class Family:
         sites: (value input, output projection) paths under the attention module.
         norm_mlp: the MLP's norm; None when the block shares ``norm_attn`` (GPT-J).
         layout, norm_kind, norm_offset (Gemma's ``1 + w``), position: see ``ModelView``.
+        norm_eps: the epsilon of norm modules that fix it in their code (OLMo's).
         pos_offset: rows of the learned position table before position 0 (OPT: 2).
         settings: (config, dims, block index, attention module) -> scale, window, soft-cap,
             rotary, q/k norm and score bias of that block.
@@ -145,6 +147,8 @@ class Family:
         rotary_interleaved: pairs (2m, 2m+1) rotate together (GPT-J, Cohere).
         rope_layer: (config, block index, attention module) -> the layer type whose rotary
             set the block uses, for modules that keep one per type (Gemma 3), else None.
+        residual_scale: config -> the factor sub-block outputs are multiplied by before
+            they join the residual (Granite's ``residual_multiplier``).
         checks: more option checks that need several config values at once.
         finish: (model, config) -> more ``ModelView`` fields (embedding scale, soft-capping).
         variant: config -> declarations that depend on the config (e.g. GPT-NeoX's
@@ -177,6 +181,7 @@ class Family:
     layout: Layout = "pre"
     norm_kind: NormKind = "rmsnorm"
     norm_offset: float = 0.0
+    norm_eps: float | None = None
     position: PositionKind = "rotary"
     is_encoder: bool = False
     dims: Callable[[Any], Dims] = standard_dims
@@ -184,6 +189,7 @@ class Family:
     rotary_interleaved: bool = False
     rope_layer: Callable[[Any, int, Any], str | None] | None = None
     settings: Callable[[Any, Dims, int, Any], AttentionSettings] = no_settings
+    residual_scale: Callable[[Any], float] | None = None
     checks: Callable[[Any], list[str]] | None = None
     finish: Callable[[Any, Any], dict[str, Any]] | None = None
     variant: Callable[[Any], dict[str, Any]] | None = None
@@ -244,8 +250,13 @@ def find_base(model: Any, candidates: tuple[str, ...]) -> Any:
     return model
 
 
-def make_norm(family: Family, module: Any) -> NormView:
-    return norm_view(module, family.norm_kind, offset=family.norm_offset)
+def make_norm(family: Family, module: Any, size: int) -> NormView:
+    """The family's norm at ``module`` (``nn.Identity`` where a layout leaves one out)."""
+    if isinstance(module, nn.Identity):
+        return identity_norm(module, size)
+    return norm_view(
+        module, family.norm_kind, offset=family.norm_offset, default_eps=family.norm_eps
+    )
 
 
 def block_rotary(
@@ -290,11 +301,11 @@ def block_view(
     family: Family, config: Any, dims: Dims, index: int, layer: nn.Module, source: Any = None
 ) -> BlockView:
     attention = get_path(layer, family.attention)
-    norm_attn = make_norm(family, get_path(layer, family.norm_attn))
+    norm_attn = make_norm(family, get_path(layer, family.norm_attn), dims.d_model)
     norm_mlp = (
         norm_attn
         if family.norm_mlp is None
-        else make_norm(family, get_path(layer, family.norm_mlp))
+        else make_norm(family, get_path(layer, family.norm_mlp), dims.d_model)
     )
     mlp_module = get_path(layer, family.mlp)
     mlp_view = family.mlp_view
@@ -306,10 +317,12 @@ def block_view(
         norm_attn=norm_attn,
         norm_mlp=norm_mlp,
         layout=family.layout,
+        residual_scale=1.0 if family.residual_scale is None else family.residual_scale(config),
         attn=attention_view(family, config, dims, index, attention, source),
         mlp_fn=lambda: mlp_view(mlp_module, config, layer),
         extra_norms={
-            k: make_norm(family, get_path(layer, p)) for k, p in family.extra_norms.items()
+            k: make_norm(family, get_path(layer, p), dims.d_model)
+            for k, p in family.extra_norms.items()
         },
     )
 
@@ -334,7 +347,9 @@ def build_view(family: Family, model: Any, tokenizer: Any, name: str, source: st
     if family.pos_embed is not None:
         W_pos = get_path(base, family.pos_embed).weight.detach()[family.pos_offset :]
     final = (
-        None if family.final_norm is None else make_norm(family, get_path(base, family.final_norm))
+        None
+        if family.final_norm is None
+        else make_norm(family, get_path(base, family.final_norm), dims.d_model)
     )
     emb_norm = family.embedding_norm
     fields: dict[str, Any] = dict(
@@ -355,7 +370,9 @@ def build_view(family: Family, model: Any, tokenizer: Any, name: str, source: st
         W_U=W_U,
         b_U=b_U,
         final_norm=final,
-        embedding_norm=None if emb_norm is None else make_norm(family, get_path(base, emb_norm)),
+        embedding_norm=None
+        if emb_norm is None
+        else make_norm(family, get_path(base, emb_norm), dims.d_model),
         blocks=blocks,
         position=position_scheme(family, blocks),
         is_encoder=family.is_encoder,

@@ -177,4 +177,44 @@ def config_window(config: Any, dims: Dims, index: int, attention: Any) -> Attent
 
 def module_window(config: Any, dims: Dims, index: int, attention: Any) -> AttentionSettings:
     """The attention module's own sliding window (None on full-attention layers)."""
-    return AttentionSettings(window=attention.sliding_window)
+    return AttentionSettings(window=getattr(attention, "sliding_window", None))
+
+
+def across_heads(norm: Any, x: torch.Tensor, n: int, layout: str = "heads") -> torch.Tensor:
+    """Apply a q/k ``norm`` to the n distinct heads of x [B, H, T, dh] (grouped-query K
+    expanded to H heads), then expand back.
+
+    Layouts of the norm's input: "heads" ([B, n, T, dh], Hugging Face's transposed heads;
+    a per-head weight applies head by head), "tokens" ([B, T, n, dh]: Cohere's), "joined"
+    ([B, T, n * dh]: one norm over all heads, OLMo 2's).
+    """
+    group = x.shape[1] // n
+    x = x[:, ::group]  # one copy of each grouped K/V head
+    B, _, T, dh = x.shape
+    if layout == "heads":
+        y = norm(x)
+    elif layout == "tokens":
+        y = norm(x.transpose(1, 2)).transpose(1, 2)
+    elif layout == "joined":
+        y = norm(x.transpose(1, 2).reshape(B, T, n * dh)).reshape(B, T, n, dh).transpose(1, 2)
+    else:
+        raise ValueError(f"unknown q/k norm layout {layout!r}")
+    return y.repeat_interleave(group, dim=1)
+
+
+def qk_norms(q: str = "q_norm", k: str = "k_norm", layout: str = "heads") -> Any:
+    """Settings with the attention module's q/k norms (paths ``q``, ``k``), applied as the
+    model applies them (``across_heads``)."""
+
+    def settings(config: Any, dims: Dims, index: int, attention: Any) -> AttentionSettings:
+        qn, kn, H, kv = (
+            get_path(attention, q),
+            get_path(attention, k),
+            dims.n_heads,
+            dims.n_kv_heads,
+        )
+        return AttentionSettings(
+            qk_norm=lambda x, y: (across_heads(qn, x, H, layout), across_heads(kn, y, kv, layout))
+        )
+
+    return settings

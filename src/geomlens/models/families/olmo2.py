@@ -9,34 +9,8 @@ queries and keys are joined back for them.
 
 from __future__ import annotations
 
-from typing import Any
-
-import torch
-
-from geomlens.models.families.base import (
-    ROTARY_OPTIONS,
-    AttentionSettings,
-    Dims,
-    Family,
-)
-from geomlens.models.families.common import gated_mlp, separate_heads
-
-
-def across_heads(norm: Any, x: torch.Tensor, n: int) -> torch.Tensor:
-    """Apply ``norm`` over the n distinct heads of x [B, H, T, dh] joined, expand back."""
-    group = x.shape[1] // n
-    x = x[:, ::group]  # one copy of each grouped K/V head
-    B, _, T, dh = x.shape
-    y = norm(x.transpose(1, 2).reshape(B, T, n * dh)).reshape(B, T, n, dh).transpose(1, 2)
-    return y.repeat_interleave(group, dim=1)
-
-
-def olmo2_settings(config: Any, dims: Dims, index: int, attention: Any) -> AttentionSettings:
-    q_norm, k_norm, H, kv = attention.q_norm, attention.k_norm, dims.n_heads, dims.n_kv_heads
-    return AttentionSettings(
-        qk_norm=lambda q, k: (across_heads(q_norm, q, H), across_heads(k_norm, k, kv)),
-    )
-
+from geomlens.models.families.base import ROTARY_OPTIONS, Family
+from geomlens.models.families.common import gated_mlp, qk_norms, separate_heads
 
 OLMO2 = Family(
     name="olmo2",
@@ -52,5 +26,5 @@ OLMO2 = Family(
     norm_mlp="post_feedforward_layernorm",
     extra_norms={"q_norm": "self_attn.q_norm", "k_norm": "self_attn.k_norm"},
     layout="post-sublayer",
-    settings=olmo2_settings,
+    settings=qk_norms(layout="joined"),
 )

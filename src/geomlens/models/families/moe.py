@@ -1,0 +1,101 @@
+"""Sparse mixtures of experts as one ``MlpView``: every expert's coefficients weighted by
+the router (zero for experts it does not choose), the experts' output rows stacked.
+
+Experts are stored as 3D tensors (transformers 5): ``gate_up_proj`` [E, 2 * ff, d] (gate
+rows first, then up rows) and ``down_proj`` [E, d, ff]. The router takes a softmax over
+the E logits and keeps the top k, renormalised to sum to 1 where the model does so
+(Mixtral, GraniteMoE: always; Qwen MoE, OLMoE: with ``norm_topk_prob``). Qwen 2 MoE adds a
+shared expert every token uses, weighted by ``sigmoid(x W_shared_gate)``: it is one more
+expert here, with that weight.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from geomlens.models.families.common import activation_of, gated_mlp
+from geomlens.models.view import MlpView, get_path, linear_in_out
+
+
+def topk_router(weight: torch.Tensor, k: int, renormalise: bool = True) -> Any:
+    """x [..., d] -> [..., E]: softmax over the logits, top k (renormalised), zeros elsewhere."""
+
+    def route(x: torch.Tensor) -> torch.Tensor:
+        probs = (x.to(weight.dtype) @ weight.T).float().softmax(-1)
+        top, index = probs.topk(k, dim=-1)
+        if renormalise:
+            top = top / top.sum(-1, keepdim=True)
+        return torch.zeros_like(probs).scatter(-1, index, top)
+
+    return route
+
+
+def expert_views(experts: Any, activation: str) -> tuple[MlpView, ...]:
+    """One dense gated ``MlpView`` per expert of a 3D-stored expert module."""
+    gate_up = experts.gate_up_proj.detach()  # [E, 2 * ff, d]
+    down = experts.down_proj.detach()  # [E, d, ff]
+    ff = down.shape[-1]
+    return tuple(
+        MlpView(
+            W_in=gate_up[e, ff:].T,
+            W_gate=gate_up[e, :ff].T,
+            W_out=down[e].T,
+            b_in=None,
+            b_out=None,
+            activation=activation,
+            module=experts,
+        )
+        for e in range(gate_up.shape[0])
+    )
+
+
+def mixture(
+    router: str = "gate",
+    experts: str = "experts",
+    renormalise: Callable[[Any, Any], bool] = lambda config, router: True,
+    shared: tuple[str, str] | None = None,
+    dense: Callable[..., MlpView] | None = None,
+) -> Callable[..., MlpView]:
+    """The ``mlp_view`` of a mixture-of-experts block.
+
+    Args:
+        router, experts: paths of the router (its ``weight`` [E, d], ``top_k``) and the
+            experts under the block's MLP module.
+        renormalise: (config, router module) -> whether the top-k weights are renormalised.
+        shared: paths of a shared expert (a gated MLP) and its sigmoid gate, if any.
+        dense: the view of layers whose MLP is dense (Qwen 2 MoE's ``mlp_only_layers``).
+    """
+
+    def mlp_view(moe: Any, config: Any, layer: Any = None) -> MlpView:
+        if dense is not None and not hasattr(moe, experts):
+            return dense(moe, config, layer)
+        act = activation_of(config)
+        gate = get_path(moe, router)
+        views = expert_views(get_path(moe, experts), act)
+        route = topk_router(gate.weight.detach(), gate.top_k, renormalise(config, gate))
+        if shared is not None:
+            expert = gated_mlp()(get_path(moe, shared[0]), config)
+            views += (expert,)
+            w = linear_in_out(get_path(moe, shared[1]))  # [d, 1]
+            routed = route
+
+            def route(x: torch.Tensor) -> torch.Tensor:
+                share = torch.sigmoid(x.to(w.dtype) @ w).float()
+                return torch.cat([routed(x), share], dim=-1)
+
+        return MlpView(
+            W_in=None,
+            W_gate=None,
+            W_out=torch.cat([e.W_out for e in views]),
+            b_in=None,
+            b_out=None,
+            activation=act,
+            module=moe,
+            experts=views,
+            router=route,
+        )
+
+    return mlp_view

@@ -1,0 +1,50 @@
+"""Qwen MoE families: Qwen 2 MoE (Qwen1.5-MoE, Qwen2-57B-A14B) and Qwen 3 MoE.
+
+Qwen 2 MoE is Qwen 2's attention (Q/K/V biases) with a mixture of experts whose router
+keeps the top k softmax weights (renormalised with ``norm_topk_prob``) plus a shared
+expert weighted by ``sigmoid(x W_shared_gate)``; layers in ``mlp_only_layers`` (or off
+the ``decoder_sparse_step``) have a dense MLP. Qwen 3 MoE is Qwen 3's attention (per-head
+q/k RMSNorms) with routed experts only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from geomlens.models.families.base import ROTARY_OPTIONS, Family
+from geomlens.models.families.common import gated_mlp, module_window, separate_heads
+from geomlens.models.families.gemma3 import known_layer_types
+from geomlens.models.families.moe import mixture
+from geomlens.models.families.qwen3 import qwen3_settings
+
+
+def topk_renormalised(config: Any, router: Any) -> bool:
+    return bool(router.norm_topk_prob)
+
+
+QWEN2_MOE = Family(
+    name="qwen2_moe",
+    model_types=("qwen2_moe",),
+    features=("GQA", "QKV biases", "MoE (router + shared expert)", "sliding layers"),
+    auto_class="causal-lm",
+    options={**ROTARY_OPTIONS, "layer_types": known_layer_types},
+    heads=separate_heads(),
+    mlp_view=mixture(
+        renormalise=topk_renormalised,
+        shared=("shared_expert", "shared_expert_gate"),
+        dense=gated_mlp(),
+    ),
+    settings=module_window,
+)
+
+QWEN3_MOE = Family(
+    name="qwen3_moe",
+    model_types=("qwen3_moe",),
+    features=("GQA", "per-head q/k norms", "MoE (router + experts)"),
+    auto_class="causal-lm",
+    options={**ROTARY_OPTIONS, "layer_types": known_layer_types},
+    heads=separate_heads(),
+    mlp_view=mixture(renormalise=topk_renormalised, dense=gated_mlp()),
+    extra_norms={"q_norm": "self_attn.q_norm", "k_norm": "self_attn.k_norm"},
+    settings=qwen3_settings,
+)
