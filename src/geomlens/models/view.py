@@ -19,7 +19,7 @@ from transformers.activations import ACT2FN
 from geomlens.errors import GeomlensError
 
 NormKind = Literal["layernorm", "rmsnorm", "identity"]
-PositionKind = Literal["learned", "rotary", "alibi", "t5-relative"]
+PositionKind = Literal["learned", "sinusoidal", "rotary", "alibi", "t5-relative"]
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,8 @@ class PositionScheme:
     """How the model encodes position.
 
     Attributes:
-        kind: "learned" (absolute embedding table), "rotary", "alibi" or "t5-relative".
+        kind: "learned" (absolute embedding table), "sinusoidal" (a fixed absolute table:
+            XGLM, DistilBERT's option), "rotary", "alibi" or "t5-relative".
         rope_theta: rotary base; rotary_dim: how many of d_head rotate; rope_type: Hugging
         Face's rope type ("default", "linear", "yarn", "longrope", "llama3", ...).
         n_buckets, max_distance, bidirectional: T5 relative-bias bucket parameters.

@@ -8,12 +8,14 @@ from geomlens.errors import GeomlensError
 from geomlens.models.families.base import Family
 from geomlens.models.families.bert import BERT, ROBERTA
 from geomlens.models.families.bloom import BLOOM
+from geomlens.models.families.codegen import CODEGEN
 from geomlens.models.families.cohere import COHERE
 from geomlens.models.families.falcon import FALCON
 from geomlens.models.families.gemma import GEMMA
 from geomlens.models.families.gemma2 import GEMMA2
 from geomlens.models.families.gemma3 import GEMMA3
 from geomlens.models.families.gpt2 import GPT2
+from geomlens.models.families.gpt_bigcode import GPT_BIGCODE
 from geomlens.models.families.gpt_neo import GPT_NEO
 from geomlens.models.families.gpt_neox import GPT_NEOX
 from geomlens.models.families.gptj import GPTJ
@@ -36,6 +38,7 @@ from geomlens.models.families.smollm3 import SMOLLM3
 from geomlens.models.families.stablelm import STABLELM
 from geomlens.models.families.starcoder2 import STARCODER2
 from geomlens.models.families.t5 import T5
+from geomlens.models.families.xglm import XGLM
 
 FAMILIES: tuple[Family, ...] = (
     LLAMA,
@@ -71,6 +74,9 @@ FAMILIES: tuple[Family, ...] = (
     SMOLLM3,
     NEMOTRON,
     HELIUM,
+    GPT_BIGCODE,
+    CODEGEN,
+    XGLM,
 )
 
 

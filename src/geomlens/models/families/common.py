@@ -77,7 +77,8 @@ def split_fused(
 
     Layouts: "contiguous" (all of Q, then K, then V; GPT-2, Phi-3), "per-head" (head by
     head, [q_h, k_h, v_h]; GPT-NeoX, BLOOM), "grouped" (per KV group: its queries, then
-    one K and one V; Falcon's new architecture).
+    one K and one V; Falcon's new architecture), "codegen" (four model-parallel shards,
+    each [q, v, k] of a quarter of the width; CodeGen).
     """
     H, kv, dh = dims.n_heads, dims.n_kv_heads, dims.d_head
     d = w.shape[0]
@@ -91,6 +92,9 @@ def split_fused(
         grid = cols.reshape(kv, H // kv + 2, dh)
         q_idx = grid[:, :-2].reshape(-1)
         k_idx, v_idx = grid[:, -2].reshape(-1), grid[:, -1].reshape(-1)
+    elif layout == "codegen":
+        grid = cols.reshape(4, 3, -1)
+        q_idx, v_idx, k_idx = (grid[:, i].reshape(-1) for i in range(3))
     else:
         raise ValueError(f"unknown fused layout {layout!r}")
     assert w.shape == (d, len(q_idx) + len(k_idx) + len(v_idx))
