@@ -39,3 +39,27 @@ def test_streamed_attention_tap_equals_the_returned_attentions(name, request, mo
         assert torch.equal(a[key], b[key]), key
     kernel, refactor = streamed.finalize()
     assert kernel.n_windows == len(ids) and refactor.n_tokens == ids.numel()
+
+
+def test_an_encoder_decoders_kernels_come_from_one_encoder_pass(t5):
+    """The tap's decoder and cross-attention kernels, read against the tapped encoder
+    pass's output, equal the separate pass that runs the encoder again; the encoder runs
+    once per tapped chunk."""
+    from types import SimpleNamespace
+
+    from geomlens.commands.walk import decoder_kernels
+
+    ids = ids_for(t5, batch=5, length=10)
+    tap = AttentionTap(t5, len(ids))
+    calls = []
+    handle = t5.base.register_forward_pre_hook(lambda *a: calls.append(1))
+    fill_taps(t5, ids, Taps({"attention": tap}))
+    handle.remove()
+    assert len(calls) == 2  # chunks of 4 and 1 windows; the decoder passes read their output
+    own, cross = tap.decoder_finalize()
+    windows = SimpleNamespace(input_ids=ids.numpy(), n_contexts=len(ids))
+    ref_own, ref_cross = decoder_kernels(t5, windows, len(ids))  # type: ignore[arg-type]
+    for a, b in ((own, ref_own), (cross, ref_cross)):
+        assert a.n_windows == b.n_windows == len(ids)
+        torch.testing.assert_close(a.attn, b.attn, rtol=0, atol=1e-12, equal_nan=True)
+        torch.testing.assert_close(a.logits, b.logits, rtol=0, atol=1e-9, equal_nan=True)

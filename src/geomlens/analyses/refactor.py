@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import torch
+from transformers.modeling_outputs import BaseModelOutput
 
 from geomlens.analyses.attention_parts import block_scores
 from geomlens.analyses.induction import layer_attention_weights
@@ -32,6 +33,7 @@ from geomlens.capture.hooks import (
     recording_inputs,
 )
 from geomlens.errors import GeomlensError
+from geomlens.models.loading import eager_attention
 from geomlens.models.view import HeadWeights, ModelView
 from geomlens.stats.base import StateParts, check_state
 from geomlens.stats.rounding import sig
@@ -73,19 +75,32 @@ class Seq2SeqAttentionRecord:
 
 
 def record_seq2seq_attention(
-    view: ModelView, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor
+    view: ModelView,
+    input_ids: torch.Tensor,
+    decoder_input_ids: torch.Tensor,
+    encoded: torch.Tensor | None = None,
 ) -> Seq2SeqAttentionRecord:
     """One eager forward pass of an encoder-decoder on [B, S] / [B, T] ids, through the
     top-level API; each decoder block's ``cross_attention`` module is hooked for its input.
+    ``encoded`` [B, S, d]: the encoder's output of ``input_ids`` where it has already run
+    (the decoder alone runs then).
 
     Raises:
         GeomlensError: when the model returns no attention weights (no eager attention).
     """
     modules = {b.index: b.cross_attention for b in view.decoder_blocks}  # type: ignore[attr-defined]
+    flags = {"output_hidden_states": True, "output_attentions": True}
     with recording_inputs(modules) as cross:  # type: ignore[arg-type]
-        out = seq2seq_forward(
-            view, input_ids, decoder_input_ids, output_hidden_states=True, output_attentions=True
-        )
+        if encoded is None:
+            out = seq2seq_forward(view, input_ids, decoder_input_ids, **flags)
+        else:
+            with torch.inference_mode():
+                out = view.model(
+                    encoder_outputs=BaseModelOutput(last_hidden_state=encoded.to(view.device)),
+                    decoder_input_ids=decoder_input_ids.to(view.device),
+                    use_cache=False,
+                    **flags,
+                )
     attentions = (out.decoder_attentions or ()) + (out.cross_attentions or ())
     if not attentions or any(a is None for a in attentions):
         raise GeomlensError(
@@ -98,7 +113,7 @@ def record_seq2seq_attention(
         self_attn=torch.stack([a.float().cpu() for a in out.decoder_attentions]),
         cross_x=torch.stack([cross[i].float().cpu() for i in range(L)]),
         cross_attn=torch.stack([a.float().cpu() for a in out.cross_attentions]),
-        encoded=out.encoder_last_hidden_state.float().cpu(),
+        encoded=(out.encoder_last_hidden_state if encoded is None else encoded).float().cpu(),
     )
 
 
@@ -322,6 +337,11 @@ class AttentionTap(StateParts):
     """The position kernels and the refactoring check of the main stack over the first
     ``windows`` windows of the capture (a ``Tap``, see ``capture.taps``).
 
+    An encoder-decoder's tap also holds its decoder's self-attention and cross-attention
+    kernels (``decoder_finalize``): after each tapped encoder pass, the decoder reads the
+    windows teacher-forced against that pass's encoder output, so the kernel windows go
+    through the encoder once.
+
     Each tapped pass is read block by block as it runs (``streams``): when a block's
     attention returns, its probabilities, the block's input and what its value and output
     projections saw go into the kernels and the check, and are dropped, so one block's
@@ -341,11 +361,22 @@ class AttentionTap(StateParts):
         self._pending: dict[int, torch.Tensor] = {}
         self._weights = attention_weight_modules(view)
         self.streams = self._weights is not None
+        self.decoder: KernelAccumulator | None = None
+        self.cross: KernelAccumulator | None = None
+        if view.is_seq2seq:
+            L = len(view.decoder_blocks)
+            self.decoder = KernelAccumulator(L, view.n_heads, causal=True)
+            self.cross = KernelAccumulator(L, view.n_heads, causal=False)
+        self._encoder_io: dict[str, torch.Tensor] = {}
 
     @contextmanager
     def during(self, view: ModelView) -> Iterator[None]:
         with attention_sites(view) as sites, ExitStack() as stack:
             self._sites, self._pending = sites, {}
+            if self.decoder is not None:  # the encoder's input ids and its output
+                stack.callback(
+                    view.base.register_forward_hook(self._encoder_pass, with_kwargs=True).remove
+                )
             for layer, (module, index) in (self._weights or {}).items():
                 keep = functools.partial(self._weights_of, layer, index)
                 stack.callback(module.register_forward_hook(keep).remove)
@@ -354,6 +385,29 @@ class AttentionTap(StateParts):
                 output = view.blocks[layer].attn.output
                 stack.callback(output.register_forward_hook(lambda *_, f=done: f()).remove)
             yield
+
+    def _encoder_pass(self, module: Any, args: tuple, kwargs: dict, output: Any) -> None:
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        if ids is not None:
+            self._encoder_io = {"ids": ids.detach(), "encoded": output[0].detach()}
+
+    def _decoder_pass(self) -> None:
+        """The decoder's kernels on the windows the encoder just read, from its output."""
+        from geomlens.analyses.attention_parts import self_scores
+        from geomlens.analyses.kernels import cross_scores
+        from geomlens.analyses.similarity import decoder_inputs
+        from geomlens.capture.taps import attention_chunk
+
+        assert self.decoder is not None and self.cross is not None
+        ids, encoded = self._encoder_io["ids"], self._encoder_io["encoded"]
+        size = attention_chunk(self.view, ids.shape[1], stacks=2, batch=len(ids))
+        for at in range(0, len(ids), size):
+            part, enc = ids[at : at + size], encoded[at : at + size]
+            rec = record_seq2seq_attention(self.view, part, decoder_inputs(self.view, part), enc)
+            for l, block in enumerate(self.view.decoder_blocks):
+                self.decoder.update(l, rec.self_attn[l], self_scores(block, rec.decoder_in[l]))
+                scores = cross_scores(block, rec.cross_x[l], rec.encoded)
+                self.cross.update(l, rec.cross_attn[l], scores)
 
     def _weights_of(self, layer: int, index: int, module: Any, args: Any, output: Any) -> None:
         """Keep block ``layer``'s attention probabilities as its attention returns them."""
@@ -387,6 +441,10 @@ class AttentionTap(StateParts):
                 "reverse) in a tapped pass; the kernels cannot be read block by block."
             )
         self._sites, self._pending = {}, {}
+        if self.decoder is not None:
+            with eager_attention(self.view):
+                self._decoder_pass()
+            self._encoder_io = {}
 
     def update(self, rec: AttentionRecord) -> None:
         self.refactor.update(rec)
@@ -394,12 +452,21 @@ class AttentionTap(StateParts):
             self.kernels.update(l, rec.attn[l], block_scores(self.view, l, rec.block_in[l]))
 
     def merge(self, other: AttentionTap) -> AttentionTap:
-        self.kernels.merge(other.kernels)
-        self.refactor.merge(other.refactor)
+        for name, part in self.parts().items():
+            part.merge(other.parts()[name])
         return self
 
     def parts(self) -> dict[str, Any]:
-        return {"kernels": self.kernels, "refactor": self.refactor}
+        parts: dict[str, Any] = {"kernels": self.kernels, "refactor": self.refactor}
+        if self.decoder is not None and self.cross is not None:
+            parts.update(decoder_kernels=self.decoder, cross_kernels=self.cross)
+        return parts
 
     def finalize(self) -> tuple[EmpiricalKernel, RefactorResult]:
         return self.kernels.finalize(), self.refactor.finalize()
+
+    def decoder_finalize(self) -> tuple[EmpiricalKernel, EmpiricalKernel]:
+        """An encoder-decoder's decoder self-attention and cross-attention kernels."""
+        if self.decoder is None or self.cross is None:
+            raise GeomlensError(f"{self.view.name} has no decoder: it has no decoder kernels.")
+        return self.decoder.finalize(), self.cross.finalize()
