@@ -293,7 +293,8 @@ def _kernels(
     and the metrics ("kernels", "refactor"; an encoder-decoder's also "decoder_kernels")."""
     fig_dir = folder.path / "figures"
     n = max(1, min(kernel_windows, windows.n_contexts))
-    kernel, refactor = filled_tap(folder, "attention", AttentionTap(view, n)).finalize()
+    tap = filled_tap(folder, "attention", AttentionTap(view, n))
+    kernel, refactor = tap.finalize()
     biases = bias_kernels(view)
     tensors = _kernel_tensors("", kernel)
     for k in biases:
@@ -306,8 +307,8 @@ def _kernels(
     main = _kernel_metrics(kernel, windows, seq2seq)
     main["position_bias"] = [k.to_dict() for k in biases]
     out: dict[str, Any] = {"kernels": main, "refactor": refactor.to_dict()}
-    if seq2seq:
-        own, cross = decoder_kernels(view, windows, kernel_windows)
+    if seq2seq:  # filled with the encoder's kernels, in the same passes
+        own, cross = tap.decoder_finalize()
         tensors |= _kernel_tensors("decoder_", own) | _kernel_tensors("cross_", cross)
         tables = {k.stack: k.scores() for k in biases}
         main["bias_table"] = tables.get("encoder")
