@@ -331,6 +331,8 @@ choices packed behind the prefix in one pass, or one sequence per choice."""
 SEQ2SEQ_MODES = ("cached", "plain")
 """How an encoder-decoder scores rows: the decoder's caches kept per row, or not."""
 _MODE: dict[int, str] = {}
+CHECK_PREFIX = 16
+"""Prefix tokens of the row ``scoring_mode`` checks the faster scorings on."""
 
 
 BatchScorer = Callable[[ModelView, Sequence[Row]], list[list[float]]]
@@ -377,6 +379,9 @@ def scoring_mode(view: ModelView, row: Row) -> str:
     key = id(view.model)
     if key in _MODE:
         return _MODE[key]
+    # What is checked is whether the model takes the masks, positions and caches, not the
+    # length: the prefix's last CHECK_PREFIX tokens keep the check cheap.
+    row = Row(row.prefix[-CHECK_PREFIX:], row.continuations, row.encoder_output)
     plain = (_seq2seq_batch if view.is_seq2seq else _plain_batch)(view, [row])[0]
     _MODE[key] = "plain"
     for mode in ("cached",) if view.is_seq2seq else ("cached", "packed"):
