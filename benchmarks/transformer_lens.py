@@ -1,8 +1,8 @@
 """The position/context job in TransformerLens against geomlens capture and decompose.
 
     pip install -e ".[bench]"     # TransformerLens, a benchmark dependency only
-    python benchmarks/transformer_lens.py [--contexts 64] [--length 256] [--batch-size 8]
-        [--repeats 2]
+    python benchmarks/transformer_lens.py [--contexts 64[,256,1024]] [--length 256]
+        [--batch-size 8] [--repeats 2] [--commands capture,decompose]
 
 The job: SmolLM2-135M on the BBC windows geomlens cuts (C windows x T tokens, the same token
 ids for every pipeline), every layer's residual stream (the input of block 0 and the
@@ -24,6 +24,14 @@ process (start, model load, windows, forward passes, statistics), its CPU second
 noisy than wall time on a shared machine), tokens/s and peak resident memory (each process
 reads its own ``ru_maxrss``), the ratios TL/capture and TL/decompose, and the largest
 difference between TL's shares and geomlens's.
+
+With several ``--contexts`` the three run at each C in turn, and a last table sets the
+peak memory of each against C: TransformerLens holds every layer's residual stream of the
+whole corpus, (L + 1) x C x T x d float32, so its peak grows with C; geomlens streams each
+batch into float64 sums, so its peak must not. Before (a) runs at a C, that stream's size
+is compared with the memory the machine has available: where it does not fit (with room
+for the model), (a) is not run at that C, and the table says so with the size it would
+need (a shared machine is not taken out of memory to show it).
 """
 
 from __future__ import annotations
@@ -204,13 +212,43 @@ def largest_difference(tl: dict[str, Any], ours: dict[str, Any]) -> float:
     )
 
 
+TL_FIXED_MIB = 2600
+"""TransformerLens's peak beyond the stream it holds (model, bridge, one batch's cache):
+3,639-3,762 MiB measured at C=64 x T=256, of which 1,116 MiB the stream."""
+
+
+def tl_stream_mib(args: argparse.Namespace) -> float:
+    """MiB of the residual streams TransformerLens holds for the whole corpus."""
+    layers, d = 31, 576  # SmolLM2: the input of block 0 and the output of its 30 blocks
+    return layers * args.contexts * args.length * d * 4 / 2**20
+
+
+def available_mib() -> float:
+    """The machine's available memory now (MemAvailable), in MiB."""
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) / 1024
+    return float("inf")
+
+
 def measure(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
     """All three pipelines per repeat, interleaved, each in a fresh process."""
-    runs: dict[str, list[dict[str, Any]]] = {"tl": [], "capture": [], "decompose": []}
+    runs: dict[str, list[dict[str, Any]]] = {"tl": [], **{c: [] for c in args.commands}}
+    need = tl_stream_mib(args) + TL_FIXED_MIB
+    fits = need < 0.8 * available_mib()
+    if not fits:
+        print(
+            f"(a) not run at C={args.contexts}: it would hold about {need:,.0f} MiB "
+            f"({tl_stream_mib(args):,.0f} MiB of residual streams), more than 0.8 of the "
+            f"{available_mib():,.0f} MiB available",
+            flush=True,
+        )
+        del runs["tl"]
     with tempfile.TemporaryDirectory() as tmp:
         for repeat in range(args.repeats):
-            runs["tl"].append(run_tl(args))
-            for command in ("capture", "decompose"):
+            if fits:
+                runs["tl"].append(run_tl(args))
+            for command in args.commands:
                 out = Path(tmp) / f"{command}-{repeat}"
                 runs[command].append(run_geomlens(command, args, out))
             print(
@@ -238,6 +276,17 @@ def summary(runs: dict[str, list[dict[str, Any]]], tokens: int) -> dict[str, dic
 
 
 def report(table: dict[str, dict[str, float]], runs: dict[str, Any]) -> None:
+    if "tl" not in table:
+        for name, row in table.items():
+            print(
+                f"({name}) {row['seconds']:.1f} s, {row['cpu_s']:.1f} CPU s, "
+                f"{row['tokens_per_s']:.0f} tokens/s, {row['peak_mib']:.0f} MiB"
+            )
+        return
+    _report(table, runs)
+
+
+def _report(table: dict[str, dict[str, float]], runs: dict[str, Any]) -> None:
     labels = {
         "tl": "(a) TransformerLens",
         "capture": "(b) geomlens capture",
@@ -250,7 +299,7 @@ def report(table: dict[str, dict[str, float]], runs: dict[str, Any]) -> None:
             f"{row['tokens_per_s']:9.0f} {row['peak_mib']:9.0f}"
         )
     tl = table["tl"]
-    for name in ("capture", "decompose"):
+    for name in (n for n in ("capture", "decompose") if n in table):
         ours = table[name]
         diff = max(largest_difference(a, b) for a, b in zip(runs["tl"], runs[name], strict=True))
         print(
@@ -262,12 +311,16 @@ def report(table: dict[str, dict[str, float]], runs: dict[str, Any]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--contexts", type=int, default=64)
+    parser.add_argument("--contexts", default="64", help="C, or several: 256,1024")
     parser.add_argument("--length", type=int, default=256)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--commands", default="capture,decompose", help="geomlens commands run")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    args.commands = [c for c in args.commands.split(",") if c]
+    sizes = [int(c) for c in str(args.contexts).split(",")]
+    args.contexts = sizes[0]
     unshadow()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # TL must not reach the Hub
     if args.child:
@@ -278,9 +331,10 @@ def main() -> None:
     import torch
 
     print(
-        f"{MODEL}, C={args.contexts} x T={args.length}, batch {args.batch_size}, "
+        f"{MODEL}, C={','.join(map(str, sizes))} x T={args.length}, batch {args.batch_size}, "
         f"{args.repeats} repeats, torch {torch.__version__} ({torch.get_num_threads()} "
-        f"threads), transformer-lens {version('transformer-lens')}"
+        f"threads), transformer-lens {version('transformer-lens')}, "
+        f"load average {os.getloadavg()[0]:.1f}"
     )
     logits = check_logits(args)
     print(
@@ -288,8 +342,20 @@ def main() -> None:
         f"{logits['sdpa']:.1e} (HF SDPA)",
         flush=True,
     )
-    runs = measure(args)
-    report(summary(runs, args.contexts * args.length), runs)
+    peaks: dict[int, dict[str, float]] = {}
+    for size in sizes:
+        args.contexts = size
+        print(f"-- C = {size}", flush=True)
+        runs = measure(args)
+        table = summary(runs, args.contexts * args.length)
+        report(table, runs)
+        peaks[size] = {name: row["peak_mib"] for name, row in table.items()}
+    if len(sizes) > 1:
+        names = ["tl", *args.commands]
+        print("peak MiB by C: " + "  ".join(f"{n:>10s}" for n in names))
+        for size, row in peaks.items():
+            cells = [f"{row[n]:10.0f}" if n in row else f"{'not run':>10s}" for n in names]
+            print(f"  C = {size:5d}:    " + "  ".join(cells))
 
 
 if __name__ == "__main__":
