@@ -2,10 +2,12 @@
 
     python benchmarks/concepts.py [--task step_inference] [--items 500] [--data-dir ../shared/data]
         [--model smollm2-135m] [--batch-tokens 2048] [--lm-eval-batch 16] [--threads N]
-        [--skip-plain] [--skip-lm-eval]
+        [--skip-plain] [--skip-lm-eval] [--modes cached,packed]
 
-(a) geomlens's baseline scorer: length-sorted batches, one packed forward per item (the
-    context once, every choice in its own attention block);
+(a) geomlens's baseline scorer, in each of ``--modes``: ``cached`` (the default: each
+    context once with its KV cache, then every choice against it, length-sorted batches),
+    ``packed`` (one forward per item: the context once, every choice in its own attention
+    block);
 (b) a plain loop: one forward of the full Hugging Face model per (item, choice);
 (c) lm-evaluation-harness's own "hf" model on the same items, when lm_eval is importable,
     through a local task file (a JSONL of the items and a task YAML written to a temporary
@@ -128,6 +130,7 @@ def main() -> None:
     ap.add_argument("--skip-plain", action="store_true")
     ap.add_argument("--skip-lm-eval", action="store_true")
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    ap.add_argument("--modes", default="cached,packed", help="geomlens scorings, first = (a)")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -141,13 +144,26 @@ def main() -> None:
         f"{torch.get_num_threads()} torch threads, load average {os.getloadavg()[0]:.1f}"
     )
 
-    t0, c0 = time.perf_counter(), time.process_time()
-    ours = [list(s.loglik) for s in baseline_scores(view, prepared, batch_tokens=args.batch_tokens)]
-    t_ours, c_ours = time.perf_counter() - t0, time.process_time() - c0
-    print(
-        f"(a) geomlens batched scorer: {t_ours:.1f} s wall, {c_ours:.1f} s CPU",
-        accuracies(ours, items),
-    )
+    modes = [m for m in args.modes.split(",") if m]
+    timings = {}
+    for mode in modes:
+        t0, c0 = time.perf_counter(), time.process_time()
+        scores = baseline_scores(view, prepared, batch_tokens=args.batch_tokens, mode=mode)
+        timings[mode] = (time.perf_counter() - t0, time.process_time() - c0)
+        lls = [list(s.loglik) for s in scores]
+        print(
+            f"(a) geomlens, {mode}: {timings[mode][0]:.1f} s wall, {timings[mode][1]:.1f} s CPU",
+            accuracies(lls, items),
+        )
+        if mode == modes[0]:
+            ours = lls
+        else:
+            compare(f"{modes[0]} (a, {mode})", ours, lls, items)
+            print(
+                f"  {mode}/{modes[0]}: {timings[mode][0] / timings[modes[0]][0]:.2f}x wall, "
+                f"{timings[mode][1] / timings[modes[0]][1]:.2f}x CPU"
+            )
+    t_ours, c_ours = timings[modes[0]]
 
     if not args.skip_plain:
         t0, c0 = time.perf_counter(), time.process_time()

@@ -652,12 +652,14 @@ def baseline_scores(
     progress: Callable[[int], None] | None = None,
     reuse: Reuse | None = None,
     layers: Sequence[LayerRef] = (),
+    mode: str | None = None,
 ) -> list[ChoiceScores]:
     """Log-likelihood of every choice of every item given its context (the baseline).
 
-    ``layers``: with ``reuse``, the context pass of a decoder-only model also keeps the
-    contexts' vectors at these layers, as ``encode.layer_vectors`` computes them for the
-    ``concat_*`` schemes (which then need no pass of their own).
+    ``mode`` (or the older ``pack``) forces a scoring (``MODES``). ``layers``: with
+    ``reuse``, the context pass of a decoder-only model also keeps the contexts' vectors at
+    these layers, as ``encode.layer_vectors`` computes them for the ``concat_*`` schemes
+    (which then need no pass of their own).
     """
     from geomlens.concepts.encode import context_recorder
 
@@ -675,6 +677,7 @@ def baseline_scores(
             rows,
             batch_tokens=batch_tokens,
             pack=pack,
+            mode=mode,
             progress=progress,
             reuse=reuse,
             record=record,
