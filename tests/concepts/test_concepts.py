@@ -475,3 +475,13 @@ def test_target_logprobs_in_row_chunks_equal_the_whole_head(monkeypatch):
         monkeypatch.setattr(baseline, "LOGIT_BYTES", 4 * vocab * 7)  # 7 rows a chunk
         chunked = baseline.target_logprobs(view, hidden, targets)
         torch.testing.assert_close(chunked, whole, rtol=1e-6, atol=1e-5)
+
+
+def test_each_step_has_an_item_bar_and_no_running_line(smollm2, tmp_path, capsys):
+    config = ConceptsConfig(task="step_inference", limit=2, shots=1, schemes=("sanity",))
+    run_concepts(config, tmp_path / "run", view=smollm2, progress=True, figures=False)
+    err = capsys.readouterr().err
+    assert "(running)" not in err
+    for step in ("baseline", "choices alone (no context)", "scheme 1/1"):
+        bar = [line for line in err.replace("\r", "\n").splitlines() if line.startswith(step)]
+        assert bar and "2/2" in bar[-1] and "item" in bar[-1], (step, err)

@@ -26,14 +26,24 @@ class StepLines:
     def __init__(self, prefix: str, enabled: bool = True) -> None:
         self.prefix, self.enabled = prefix, enabled
         self.started: float | None = None
+        self.current = ""
 
     def __call__(self, step: str) -> None:
         now = time.perf_counter()
+        self.current = step
         if self.started is None:
             self.started = now
         if self.enabled:
             elapsed = now - self.started
             print(f"{self.prefix}: {step} ({elapsed:.0f} s)", file=sys.stderr, flush=True)
+
+
+def step_bar(step: Step, total: int, unit: str = "item") -> tqdm:
+    """A bar for the work of the step ``step`` last announced (``total`` items, layers or
+    tokens, with the time left); silent unless ``step`` prints (a ``StepLines``)."""
+    if isinstance(step, StepLines):
+        return item_bar(total, f"{step.prefix}: {step.current}", step.enabled, unit)
+    return item_bar(total, "", False, unit)
 
 
 def token_bar(total: int, initial: int, desc: str, enabled: bool) -> tqdm:
