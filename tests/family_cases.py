@@ -55,6 +55,48 @@ CASES: list[Case] = [
     ),
     Case("bert", "bert", "bert", dict(hidden_act="gelu")),
     Case("roberta", "roberta", "roberta", dict(pad_token_id=1)),
+    Case("xlm-roberta", "xlm-roberta", "xlm-roberta", dict(pad_token_id=1)),
+    Case("camembert", "camembert", "camembert", dict(pad_token_id=1)),
+    Case("data2vec-text", "data2vec-text", "data2vec-text", dict(pad_token_id=1)),
+    Case(
+        "distilbert",
+        "distilbert",
+        "distilbert",
+        dict(hidden_dim=96),
+        dict(vocab_size=VOCAB, dim=64, n_layers=3, n_heads=4, max_position_embeddings=64),
+    ),
+    Case(
+        "distilbert-sinusoidal",
+        "distilbert",
+        "distilbert",
+        dict(hidden_dim=96, sinusoidal_pos_embds=True, activation="relu"),
+        dict(vocab_size=VOCAB, dim=64, n_layers=3, n_heads=4, max_position_embeddings=64),
+    ),
+    Case("electra", "electra", "electra", dict(embedding_size=32)),
+    Case("electra-unprojected", "electra", "electra", dict(embedding_size=64)),
+    Case("albert", "albert", "albert", dict(embedding_size=32)),
+    Case(
+        "albert-two-groups",
+        "albert",
+        "albert",
+        dict(embedding_size=32, num_hidden_groups=2, num_hidden_layers=4),
+    ),
+    Case(
+        "modernbert",
+        "modernbert",
+        "modernbert",
+        dict(
+            layer_types=["full_attention", "sliding_attention", "full_attention"],
+            sliding_window=2,
+            global_rope_theta=160000.0,
+            local_rope_theta=10000.0,
+            pad_token_id=0,
+            bos_token_id=1,
+            eos_token_id=2,
+            cls_token_id=1,
+            sep_token_id=2,
+        ),
+    ),
     Case(
         "gemma3",
         "gemma3_text",
@@ -348,6 +390,37 @@ CASES: list[Case] = [
         sizes=dict(vocab_size=VOCAB, hidden_size=48, num_hidden_layers=2, num_attention_heads=6),
     ),
 ]
+
+
+SEQ2SEQ_SIZES: dict[str, Any] = dict(
+    vocab_size=VOCAB,
+    d_model=64,
+    encoder_layers=2,
+    decoder_layers=2,
+    encoder_attention_heads=4,
+    decoder_attention_heads=4,
+    encoder_ffn_dim=96,
+    decoder_ffn_dim=96,
+    max_position_embeddings=64,
+    pad_token_id=1,
+    bos_token_id=0,
+    eos_token_id=2,
+    decoder_start_token_id=2,
+)
+"""BART-style sizes (mT5 maps its own)."""
+
+SEQ2SEQ_CASES: list[Case] = [
+    Case("bart", "bart", "bart", dict(scale_embedding=True), dict(SEQ2SEQ_SIZES)),
+    Case("mbart", "mbart", "mbart", dict(scale_embedding=True), dict(SEQ2SEQ_SIZES)),
+    Case(
+        "mt5",
+        "mt5",
+        "mt5",
+        dict(decoder_start_token_id=0),
+        dict(vocab_size=VOCAB, d_model=64, d_kv=16, d_ff=96, num_layers=2, num_heads=4),
+    ),
+]
+"""Encoder-decoders (their end-to-end runs: tests/models/test_family_seq2seq_commands.py)."""
 
 
 def build_case(case: Case) -> ModelView:

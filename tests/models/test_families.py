@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import torch
 import transformers
-from family_cases import CASES, SEQ, VOCAB, Case, build_case
+from family_cases import CASES, SEQ, SEQ2SEQ_CASES, VOCAB, Case, build_case
 
 from geomlens.analyses.attention_parts import BIAS_PART, parts_of, real_logits, split_logits
 from geomlens.analyses.lens import lens_logits
@@ -90,9 +90,39 @@ def _geometric(norm: NormView, x: torch.Tensor) -> torch.Tensor:
 
 
 def test_every_family_has_a_case() -> None:
-    covered = {c.family for c in CASES}
+    covered = {c.family for c in CASES + SEQ2SEQ_CASES}
     missing = [f.name for f in FAMILIES if f.name not in covered and f.name != "t5"]
     assert not missing, f"families without a row in CASES: {missing}"
+
+
+@pytest.fixture(params=SEQ2SEQ_CASES, ids=[c.id for c in SEQ2SEQ_CASES])
+def seq2seq(request: pytest.FixtureRequest) -> ModelView:
+    case: Case = request.param
+    if case.id not in _VIEWS:
+        _VIEWS[case.id] = build_case(case)
+    return _VIEWS[case.id]
+
+
+def test_encoder_decoders_pass_the_on_load_check(seq2seq: ModelView) -> None:
+    """Both stacks' blocks (the decoder's with cross-attention), their attention
+    probabilities and the logits rebuilt from the view equal Hugging Face's."""
+    check = check_view(seq2seq)
+    assert check.blocks == len(seq2seq.blocks) + len(seq2seq.decoder_blocks)
+    assert "cross-attention probabilities" in check.max_error
+    assert max(check.max_error.values()) < check.tolerance
+
+
+def test_encoder_decoder_norms_and_refactoring(seq2seq: ModelView) -> None:
+    g = torch.Generator().manual_seed(5)
+    blocks = seq2seq.blocks + seq2seq.decoder_blocks
+    norms = [n for b in blocks for n in (b.norm_attn, b.norm_mlp, *b.extra_norms.values())]
+    norms += [n for n in (seq2seq.embedding_norm, seq2seq.final_norm) if n is not None]
+    for norm in norms:
+        x = 3 * torch.randn(4, norm.weight.shape[-1], generator=g) + 1.0
+        with torch.inference_mode():
+            _close(_geometric(norm, x), norm(x), f"{seq2seq.name} {norm.kind}")
+    result = refactor_check(seq2seq, _ids(seq2seq))
+    assert result.max_rel_err <= 1e-5, f"{seq2seq.name}: {result.max_rel_err:.3g}"
 
 
 def test_the_on_load_check_passes(view: ModelView) -> None:

@@ -69,13 +69,14 @@ def _decoder_hidden(view: ModelView, input_ids: torch.Tensor) -> list[torch.Tens
 
     Hugging Face's last ``decoder_hidden_states`` entry is already through the final norm, so
     the last block's raw output is taken from the input of that norm (the view's
-    ``final_norm``).
+    ``final_norm``); a decoder without one (BART's) returns its last block's output as is.
     """
-    assert view.final_norm is not None
+    decoder = decoder_inputs(view, input_ids)[None]
+    if view.final_norm is None:
+        out = seq2seq_forward(view, input_ids[None], decoder, output_hidden_states=True)
+        return [h[0] for h in out.decoder_hidden_states]
     with recording_inputs({"final_norm": view.final_norm.module}) as raw:
-        out = seq2seq_forward(
-            view, input_ids[None], decoder_inputs(view, input_ids)[None], output_hidden_states=True
-        )
+        out = seq2seq_forward(view, input_ids[None], decoder, output_hidden_states=True)
     return [h[0] for h in out.decoder_hidden_states[:-1]] + [raw["final_norm"][0]]
 
 

@@ -256,7 +256,8 @@ def model_norms(view: ModelView) -> list[tuple[str, NormView, int | None]]:
         out.append(("embedding_norm", view.embedding_norm, 0))
     for b in view.blocks:
         pre = b.placement == "pre"
-        out.append((f"blocks.{b.index}.norm_attn", b.norm_attn, b.index if pre else None))
+        if b.norm_attn.kind != "identity":  # ModernBERT's first block has none
+            out.append((f"blocks.{b.index}.norm_attn", b.norm_attn, b.index if pre else None))
         reads = {"parallel": b.index, "post": b.index + 1}.get(b.layout)
         if b.norm_mlp.module is not b.norm_attn.module:
             out.append((f"blocks.{b.index}.norm_mlp", b.norm_mlp, reads))

@@ -9,7 +9,11 @@ hooks keep what each block received and returned. From the view alone, then:
   soft-cap, window; an encoder-decoder's cross-attention too) against Hugging Face's;
 - each block's output, rebuilt from its input by the block's layout, norms, per-head
   attention and MLP (or experts), against the block's real output;
-- the logits (or, for a model without a language-model head, the final hidden state).
+- every norm's declared kind, gain, bias and epsilon: the sphere construction they define
+  (centre for LayerNorm, scale onto the sqrt(d) sphere, gain, bias) against the norm
+  module's own output on the block's input;
+- the logits (or, for a model without a language-model head, the final hidden state), and
+  an encoder-decoder's encoder output through the view's encoder final norm.
 
 A difference beyond float tolerance stops the load with one sentence naming the block and
 the quantity: the family's declaration does not describe this model, and every number
@@ -27,7 +31,7 @@ from typing import Any
 import torch
 
 from geomlens.errors import GeomlensError
-from geomlens.models.view import BlockView, DecoderBlockView, HeadWeights, ModelView
+from geomlens.models.view import BlockView, DecoderBlockView, HeadWeights, ModelView, NormView
 
 PROBE_TOKENS = 24
 """Tokens of the probe (the decoder of an encoder-decoder reads as many)."""
@@ -193,6 +197,26 @@ def rebuild_block(
     return h1 + r * mlp(n2(h1))
 
 
+def construction(norm: NormView, x: torch.Tensor) -> torch.Tensor:
+    """A norm as its declaration defines it (Molina's construction), in float64: centre
+    (LayerNorm), scale onto the sphere of radius sqrt(d), then the gain and bias."""
+    x = x.double()
+    d = x.shape[-1]
+    if norm.kind == "layernorm":
+        x = x - x.mean(-1, keepdim=True)
+    y = x * (d**0.5) / torch.sqrt((x * x).sum(-1, keepdim=True) + d * norm.eps)
+    y = y * norm.weight.double().to(y.device)
+    return y if norm.bias is None else y + norm.bias.double().to(y.device)
+
+
+def block_norms(block: BlockView) -> dict[str, NormView]:
+    """The block's norms over the residual width, by name (q/k norms act within heads)."""
+    named = {"norm_attn": block.norm_attn, "norm_mlp": block.norm_mlp, **block.extra_norms}
+    return {
+        k: n for k, n in named.items() if k not in ("q_norm", "k_norm") and n.kind != "identity"
+    }
+
+
 def attention_input(block: BlockView, h: torch.Tensor) -> torch.Tensor:
     """What the block's attention scores are computed from: its normalised input (pre-norm
     layouts) or its input."""
@@ -231,11 +255,12 @@ class _Errors:
             err = float((ours - theirs).abs().max()) / scale
         if not err <= self.tolerance:  # NaN fails too
             shown = "a different shape" if err == float("inf") else f"{err:.2g}"
+            verb = "differ" if quantity.endswith(("ies", "logits")) else "differs"
             raise CheckFailed(
-                f"the on-load check of {self.view.name} failed: {where}'s {quantity} rebuilt "
-                f"from the {self.view.family} mapping differ from Hugging Face's by {shown} "
-                f"(tolerance {self.tolerance:.0g}), so the mapping does not describe this "
-                "model; use a model of a supported family or extend its mapping."
+                f"the on-load check of {self.view.name} failed at {where}: its {quantity} "
+                f"rebuilt from the {self.view.family} mapping {verb} from Hugging Face's by "
+                f"{shown} (tolerance {self.tolerance:.0g}), so the mapping does not describe "
+                "this model; use a model of a supported family or extend its mapping."
             )
         self.worst[quantity] = max(self.worst.get(quantity, 0.0), err)
 
@@ -264,6 +289,8 @@ def _stack(
             ours = cross_probabilities(block, x, memory, block.cross_heads())
             errors(where, "cross-attention probabilities", ours, cross_attentions[block.index])
         errors(where, "output", rebuild_block(block, h, memory, w), y)
+        for key, norm in block_norms(block).items():
+            errors(where, f"{key} construction", construction(norm, h), norm(h))
 
 
 def check_view(view: ModelView, tokens: int = PROBE_TOKENS) -> LoadCheck:
@@ -323,9 +350,20 @@ def _no_cache(view: ModelView) -> dict[str, Any]:
 
 def _compare(view: ModelView, errors: _Errors, out: Any, calls: Any) -> None:
     main = stack_record(view.blocks, calls)
+    h = main[0][0]
+    for where, norm in (
+        ("the embedding norm", view.embedding_norm),
+        ("the final norm", view.final_norm),
+        ("the encoder's final norm", view.encoder_final_norm),
+    ):
+        if norm is not None and norm.kind != "identity":
+            errors(where, "construction", construction(norm, h), norm(h))
     if view.is_seq2seq:
         _stack(errors, "encoder ", view.blocks, main, out.encoder_attentions)
         memory = out.encoder_last_hidden_state
+        enc = main[-1][1]
+        enc = enc if view.encoder_final_norm is None else view.encoder_final_norm(enc)
+        errors("the encoder", "output", enc, memory)
         dec = stack_record(view.decoder_blocks, calls)
         _stack(
             errors,

@@ -18,7 +18,8 @@ from geomlens.errors import GeomlensError
 from geomlens.models.bundled import BUNDLED, BundledModel
 from geomlens.models.cache import converted_dir, file_key, publish
 from geomlens.models.check import check_view, eager_attention  # noqa: F401 (re-exported)
-from geomlens.models.families import family_for
+from geomlens.models.families import UndeclaredType, family_for, layouts_for
+from geomlens.models.families.base import Family
 from geomlens.models.view import ModelView
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -175,16 +176,14 @@ def convert_gguf(parts: list[Path], stem: str) -> Path:
                     out.write(part.read_bytes())
         kwargs: dict[str, Any] = {"gguf_file": gguf.name}
         try:
-            family = family_for(AutoConfig.from_pretrained(gguf.parent, **kwargs))
+            kind = auto_class_of(AutoConfig.from_pretrained(gguf.parent, **kwargs))
             print(  # only once the file proved readable: an error stays one line
                 f"converting {parts[0].name} to a float32 folder once (under a minute); "
                 f"cached in {final}",
                 file=sys.stderr,
             )
             tokenizer = AutoTokenizer.from_pretrained(gguf.parent, **kwargs)
-            model = auto_class(family.auto_class).from_pretrained(
-                gguf.parent, dtype=torch.float32, **kwargs
-            )
+            model = auto_class(kind).from_pretrained(gguf.parent, dtype=torch.float32, **kwargs)
         except GeomlensError:
             raise
         except Exception as exc:
@@ -224,6 +223,32 @@ def gguf_architectures() -> set[str]:
     except ImportError:
         return set()
     return set(GGUF_SUPPORTED_ARCHITECTURES)
+
+
+def fallback_auto_class(config: Any) -> str:
+    """The Auto class Hugging Face would load an undeclared model type with: "causal-lm"
+    where it has a causal LM head, "seq2seq-lm" for an encoder-decoder, else "base"."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES,
+    )
+
+    model_type = getattr(config, "model_type", None)
+    remote = set(getattr(config, "auto_map", None) or ())
+    if model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES or "AutoModelForCausalLM" in remote:
+        return "causal-lm"
+    if model_type in MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES:
+        return "seq2seq-lm"
+    return "base"
+
+
+def auto_class_of(config: Any) -> str:
+    """The Auto class a config loads with: its family's, or (undeclared type) Hugging Face's
+    own choice; refused model types and unhandled options raise here."""
+    try:
+        return family_for(config).auto_class
+    except UndeclaredType:
+        return fallback_auto_class(config)
 
 
 def auto_class(kind: str) -> Any:
@@ -510,7 +535,8 @@ def load_folder(
         text = " ".join(str(exc).split())
         text = text if len(text) <= 300 else text[:297] + "..."
         raise GeomlensError(f"could not read the model config in {folder}: {text}") from None
-    family = family_for(config)  # unhandled options are reported before missing weights
+    layouts = candidate_layouts(config)  # unhandled options reported before missing weights
+    family = layouts[0]
     check_config_shape(folder, config)
     check_safetensors(folder)
     try:
@@ -545,5 +571,55 @@ def load_folder(
     check_tokenizer(folder, tokenizer, embedding_rows(model))
     model.eval().requires_grad_(False)
     model.to(device)
-    view = family.build(model, tokenizer, name, str(folder))
-    return replace(view, load_check=check_view(view))
+    if len(layouts) == 1 and family_declares(family, config):
+        view = family.build(model, tokenizer, name, str(folder))
+        return replace(view, load_check=check_view(view))
+    return through_layouts(layouts, model, tokenizer, name, folder)
+
+
+def family_declares(family: Family, config: Any) -> bool:
+    return getattr(config, "model_type", None) in family.model_types
+
+
+def candidate_layouts(config: Any) -> list[Family]:
+    """The config's family; for an undeclared model type, the declared layouts it may load
+    through (``families.layouts_for``), or its refusal."""
+    try:
+        return [family_for(config)]
+    except UndeclaredType as undeclared:
+        layouts = layouts_for(config, fallback_auto_class(config))
+        if not layouts:
+            raise GeomlensError(str(undeclared)) from None
+        return layouts
+
+
+LAYOUT_ERRORS = (AttributeError, KeyError, IndexError, TypeError, ValueError, RuntimeError)
+"""What building a view through a layout whose paths or shapes do not fit raises."""
+
+
+def through_layouts(
+    layouts: list[Family], model: Any, tokenizer: Any, name: str, folder: Path
+) -> ModelView:
+    """An undeclared model type through the first declared layout whose view builds and
+    passes the on-load check, with a notice naming it; refused in one sentence when none
+    does."""
+    model_type = getattr(model.config, "model_type", None)
+    for family in layouts:
+        try:
+            view = family.build(model, tokenizer, name, str(folder))
+            check = check_view(view)
+        except (GeomlensError, *LAYOUT_ERRORS):
+            continue
+        print(
+            f"geomlens: model type {model_type!r} is not declared; it loads through the "
+            f"{family.name} layout, whose view reproduced Hugging Face's forward pass on "
+            "the on-load check.",
+            file=sys.stderr,
+        )
+        return replace(view, load_check=check)
+    tried = ", ".join(f.name for f in layouts)
+    raise GeomlensError(
+        f"model type {model_type!r} is not declared, and none of the declared layouts that "
+        f"accept its config ({tried}) reproduces its forward pass on the on-load check; use "
+        "a model of a supported family (geomlens models --families)."
+    )

@@ -1,8 +1,12 @@
-"""BERT family (MiniLM) and RoBERTa: post-LayerNorm encoder blocks, learned positions.
+"""BERT family (MiniLM), RoBERTa and its copies: post-LayerNorm encoder blocks, learned
+positions.
 
 ``BertAttention`` holds the self-attention and its output projection, residual and norm, so
 the block's ``attention`` returns ``LayerNorm(h + attention)``. RoBERTa's position table
-starts after its padding index: row ``pad + 1`` is position 0.
+starts after its padding index: row ``pad + 1`` is position 0; XLM-RoBERTa, CamemBERT and
+data2vec-text are RoBERTa's modules under other names. ELECTRA is BERT's, with its
+embedding projected to the model's width where ``embedding_size`` differs
+(``embeddings_project``): the view's W_E is then the projected token embedding.
 """
 
 from __future__ import annotations
@@ -72,4 +76,56 @@ ROBERTA = with_options(
     model_types=("roberta",),
     features=("post-norm encoder", "position offset pad + 1"),
     finish=roberta_offset,
+)
+
+
+def roberta_copy(name: str, model_type: str, base: str) -> Family:
+    """A family whose modules are RoBERTa's under another name."""
+    return with_options(
+        ROBERTA,
+        name=name,
+        model_types=(model_type,),
+        base=(base, "roberta"),
+        finish=lambda model, config: roberta_offset_at(model, config, base),
+    )
+
+
+def roberta_offset_at(model: Any, config: Any, base: str) -> dict[str, Any]:
+    """``roberta_offset`` for a model whose base sits under ``base``."""
+    root = getattr(model, base, model)
+    table = root.embeddings.position_embeddings.weight.detach()
+    return {"W_pos": table[config.pad_token_id + 1 :]}
+
+
+XLM_ROBERTA = roberta_copy("xlm-roberta", "xlm-roberta", "roberta")
+CAMEMBERT = roberta_copy("camembert", "camembert", "roberta")
+DATA2VEC_TEXT = roberta_copy("data2vec-text", "data2vec-text", "data2vec_text")
+
+
+def projected_embedding(model: Any, config: Any) -> dict[str, Any]:
+    """ELECTRA's token and position embeddings carried to the model's width by
+    ``embeddings_project`` (when ``embedding_size`` differs from ``hidden_size``)."""
+    base = getattr(model, "electra", model)
+    project = getattr(base, "embeddings_project", None)
+    if project is None:
+        return {}
+    W = project.weight.detach().T  # [e, d]
+    words = base.embeddings.word_embeddings.weight.detach()
+    positions = base.embeddings.position_embeddings.weight.detach()
+    return {"W_E": words @ W + project.bias.detach(), "W_pos": positions @ W}
+
+
+def electra_variant(config: Any) -> dict[str, Any]:
+    """Without a projection the embedding norm feeds block 0; with one it is narrower."""
+    return {"embedding_norm": None} if config.embedding_size != config.hidden_size else {}
+
+
+ELECTRA = with_options(
+    BERT,
+    name="electra",
+    model_types=("electra",),
+    features=("post-norm encoder", "projected embedding"),
+    base=("electra",),
+    finish=projected_embedding,
+    variant=electra_variant,
 )

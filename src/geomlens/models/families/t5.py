@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from geomlens.models.families.base import Dims, Family
+from geomlens.models.families.base import Dims, Family, with_options
 from geomlens.models.families.common import separate_heads
 from geomlens.models.view import (
     AttentionView,
@@ -150,8 +150,16 @@ def start_token(model: Any) -> int | None:
     return None if token is None else int(token)
 
 
-def build_t5(model: Any, tokenizer: Any, name: str, source: str) -> ModelView:
-    """The view of a ``T5ForConditionalGeneration`` (or ``T5Model``/``T5EncoderModel``)."""
+def build_t5(
+    model: Any,
+    tokenizer: Any,
+    name: str,
+    source: str,
+    family: str = "t5",
+    scaled_output: bool = True,
+) -> ModelView:
+    """The view of a ``T5ForConditionalGeneration`` (or ``T5Model``/``T5EncoderModel``; mT5's
+    alike, named ``family``, whose decoder output is never scaled: ``scaled_output``)."""
     config = model.config
     encoder = model.encoder
     decoder = getattr(model, "decoder", None)
@@ -172,7 +180,7 @@ def build_t5(model: Any, tokenizer: Any, name: str, source: str) -> ModelView:
     first_attention = encoder.block[0].layer[0].SelfAttention
     return ModelView(
         name=name,
-        family="t5",
+        family=family,
         model=model,
         tokenizer=tokenizer,
         base=encoder,
@@ -186,7 +194,9 @@ def build_t5(model: Any, tokenizer: Any, name: str, source: str) -> ModelView:
         W_E=W_E,
         W_pos=None,
         W_U=W_U,
-        unembedding_scale=unembedding_scale(config) if decoder is not None else 1.0,
+        unembedding_scale=unembedding_scale(config)
+        if decoder is not None and scaled_output
+        else 1.0,
         final_norm=_rms(final_stack.final_layer_norm),
         encoder_final_norm=None if decoder is None else _rms(encoder.final_layer_norm),
         blocks=tuple(blocks),
@@ -216,3 +226,13 @@ T5 = Family(
     is_encoder=True,
     builder=build_t5,
 )
+
+MT5 = with_options(
+    T5,
+    name="mt5",
+    model_types=("mt5",),
+    features=("encoder-decoder", "gated FFN", "untied head", "cross-attention", "multilingual"),
+    builder=partial(build_t5, family="mt5", scaled_output=False),
+)
+"""mT5: T5 v1.1's modules (gated-GELU FFN, untied head) under other class names; its
+decoder output goes to ``lm_head`` unscaled."""
