@@ -62,11 +62,12 @@ def test_only_the_lifecycle_claims_folders_and_writes_manifests():
 
 def test_every_hook_is_put_on_in_the_one_hook_module():
     """capture/hooks.py is the one place a forward hook is registered on a model; the
-    capture, its taps and the analyses use its recorders."""
+    capture, its taps and the analyses use its recorders. The on-load check
+    (models/check.py) sits below capture in the import order and keeps its own."""
     found = []
     for path in sorted((ROOT / "src" / "geomlens").rglob("*.py")):
         rel = path.relative_to(ROOT).as_posix()
-        if rel == "src/geomlens/capture/hooks.py":
+        if rel in ("src/geomlens/capture/hooks.py", "src/geomlens/models/check.py"):
             continue
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if "register_forward" in line:

@@ -11,7 +11,6 @@ For encoder-decoders it also records what the decoder's self- and cross-attentio
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from geomlens.capture.hooks import (
     AttentionRecord,
     attention_record,
     attention_sites,
+    on_calls,
     recording_inputs,
 )
 from geomlens.errors import GeomlensError
@@ -374,19 +374,16 @@ class AttentionTap(StateParts):
         with attention_sites(view) as sites, ExitStack() as stack:
             self._sites, self._pending = sites, {}
             if self.decoder is not None:  # the encoder's input ids and its output
-                stack.callback(
-                    view.base.register_forward_hook(self._encoder_pass, with_kwargs=True).remove
-                )
-            for layer, (module, index) in (self._weights or {}).items():
-                keep = functools.partial(self._weights_of, layer, index)
-                stack.callback(module.register_forward_hook(keep).remove)
-                # after attention_sites' own hook on the output projection (registered first)
-                done = functools.partial(self._maybe_done, layer)
-                output = view.blocks[layer].attn.output
-                stack.callback(output.register_forward_hook(lambda *_, f=done: f()).remove)
+                stack.enter_context(on_calls({"base": view.base}, self._encoder_pass))
+            weights = self._weights or {}
+            attention = {layer: module for layer, (module, _) in weights.items()}
+            stack.enter_context(on_calls(attention, self._weights_of))
+            # after attention_sites' own hook on the output projection (registered first)
+            outputs = {layer: view.blocks[layer].attn.output for layer in weights}
+            stack.enter_context(on_calls(outputs, lambda layer, *_: self._maybe_done(layer)))
             yield
 
-    def _encoder_pass(self, module: Any, args: tuple, kwargs: dict, output: Any) -> None:
+    def _encoder_pass(self, _key: str, args: tuple, kwargs: dict, output: Any) -> None:
         ids = kwargs.get("input_ids", args[0] if args else None)
         if ids is not None:
             self._encoder_io = {"ids": ids.detach(), "encoded": output[0].detach()}
@@ -409,8 +406,9 @@ class AttentionTap(StateParts):
                 scores = cross_scores(block, rec.cross_x[l], rec.encoded)
                 self.cross.update(l, rec.cross_attn[l], scores)
 
-    def _weights_of(self, layer: int, index: int, module: Any, args: Any, output: Any) -> None:
+    def _weights_of(self, layer: int, args: tuple, kwargs: dict, output: Any) -> None:
         """Keep block ``layer``'s attention probabilities as its attention returns them."""
+        index = (self._weights or {})[layer][1]
         weights = output[index] if isinstance(output, (tuple, list)) else None
         if not isinstance(weights, torch.Tensor) or weights.ndim != 4:
             raise GeomlensError(

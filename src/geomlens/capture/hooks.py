@@ -70,6 +70,23 @@ def on_outputs(
 
 
 @contextmanager
+def on_calls(
+    modules: Mapping[K, torch.nn.Module], fn: Callable[[K, tuple, dict, Any], None]
+) -> Iterator[None]:
+    """While open, every forward of ``modules[key]`` ends with ``fn(key, args, kwargs,
+    output)``: the call as the module received it and what it returned, untouched (for
+    readers that need a keyword input or a tuple member other than the first)."""
+    with ExitStack() as stack:
+        for key, module in modules.items():
+
+            def post(module: Any, args: tuple, kwargs: dict, output: Any, key: K = key) -> None:
+                fn(key, args, kwargs, output)
+
+            stack.callback(module.register_forward_hook(post, with_kwargs=True).remove)
+        yield
+
+
+@contextmanager
 def recording_inputs(modules: Mapping[K, torch.nn.Module]) -> Iterator[dict[K, torch.Tensor]]:
     """A dict key -> the first input each module received during the forward passes run
     while open (the last pass's, where a module runs more than once)."""
