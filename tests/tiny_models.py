@@ -1,6 +1,9 @@
 """Tiny random models and tokenizers the tests build from configs (no downloads).
 
-``char_tokenizer(size)``: a character-level tokenizer of exactly ``size`` ids. The module
+``char_tokenizer(size)``: a character-level tokenizer of exactly ``size`` ids.
+``small_tokenizer(encoder)``: a 1,024-token tokenizer trained on BBC news (byte-level BPE for
+decoders, WordPiece with [CLS]/[SEP] for encoders): real subwords, but a vocabulary small
+enough that readouts over it (walks, lens, top tokens) cost little. The module
 fixtures ``gpt2``, ``t5``, ``t5_relu`` and ``gemma3`` are random float32 models under eager
 attention, with norm gains and biases moved off their initial values; a test module uses
 them by importing them.
@@ -8,12 +11,21 @@ them by importing them.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest
 import torch
 import transformers
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from tokenizers import (
+    Tokenizer,
+    decoders,
+    models,
+    normalizers,
+    pre_tokenizers,
+    processors,
+    trainers,
+)
 
 from geomlens.models import ModelView
 from geomlens.models.families import family_for
@@ -23,6 +35,62 @@ from geomlens.models.families.t5 import T5
 
 VOCAB = 96
 """The vocabulary of the tiny model fixtures."""
+
+SMALL_VOCAB = 1024
+"""The vocabulary of ``small_tokenizer``."""
+
+
+@functools.cache
+def _training_text() -> tuple[str, ...]:
+    """Every tenth BBC article, and the head probe's nouns repeated so that most of them
+    become single tokens (the probe reads single-token nouns)."""
+    from geomlens.commands.sphere import load_nouns
+    from geomlens.corpus import load_corpus
+
+    nouns = " ".join(load_nouns())
+    return tuple(d.text for d in load_corpus("bbc").documents[::10]) + (nouns,) * 50
+
+
+@functools.cache
+def small_tokenizer(encoder: bool) -> Any:
+    """A ``SMALL_VOCAB``-token tokenizer trained on ``_training_text`` (deterministic).
+
+    Decoders: byte-level BPE (any text encodes) with ``<|endoftext|>`` as BOS/EOS. Encoders:
+    lower-cased WordPiece that wraps a text in [CLS] ... [SEP], as BERT's does.
+    """
+    if encoder:
+        specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+        tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+        tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        tok.decoder = decoders.WordPiece()
+        trainer: Any = trainers.WordPieceTrainer(
+            vocab_size=SMALL_VOCAB, special_tokens=specials, show_progress=False
+        )
+        tok.train_from_iterator(_training_text(), trainer)
+        cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+        tok.post_processor = processors.TemplateProcessing(
+            single="[CLS] $A [SEP]",
+            pair="[CLS] $A [SEP] $B [SEP]",
+            special_tokens=[("[CLS]", cls), ("[SEP]", sep)],
+        )
+        names = dict(zip(("pad", "unk", "cls", "sep", "mask"), specials, strict=True))
+        return transformers.PreTrainedTokenizerFast(
+            tokenizer_object=tok, **{f"{k}_token": v for k, v in names.items()}
+        )
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=SMALL_VOCAB,
+        special_tokens=["<|endoftext|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(_training_text(), trainer)
+    eot = "<|endoftext|>"
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=eot, eos_token=eot)
+
 
 CHARS = "abcdefghijklmnopqrstuvwxyz0123456789.,'?!-:;ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 

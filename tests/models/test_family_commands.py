@@ -2,9 +2,11 @@
 walk and, for decoders, the concept tests) on a tiny random model of each row of the
 family table, saved as a folder with a real tokenizer and loaded by path as a user would.
 
-The tokenizer is SmolLM2's for decoders and MiniLM's for encoders; the model's vocabulary
-is the tokenizer's, so loading's coverage check holds. Windows are tiny (8 x 16 tokens) and
-the concept stage scores 3 items, so one family takes seconds.
+The tokenizer is a small one trained on BBC news (``tiny_models.small_tokenizer``: byte-level
+BPE for decoders, WordPiece for encoders); the model's vocabulary is the tokenizer's, so
+loading's coverage check holds. Windows are tiny (8 x 16 tokens), the concept stage scores 3
+items and no figure is drawn (``--figures none``: these runs check numbers, the report tests
+check figures), so one family takes seconds.
 """
 
 from __future__ import annotations
@@ -17,22 +19,14 @@ import pytest
 import torch
 import transformers
 from family_cases import CASES, Case
+from tiny_models import small_tokenizer
 
 from geomlens.cli import main
-from geomlens.models import BUNDLED
 from geomlens.models.families import FAMILIES, family_for
-from geomlens.models.loading import resolve_folder
 
 TINY: dict[str, Any] = dict(
     hidden_size=32, intermediate_size=48, num_hidden_layers=3, max_position_embeddings=512
 )
-
-
-def _tokenizer(encoder: bool) -> Any:
-    name = "minilm-l6" if encoder else "smollm2-135m"
-    if not BUNDLED[name].installed:
-        pytest.fail(f"{name} is not installed ({BUNDLED[name].install})")
-    return transformers.AutoTokenizer.from_pretrained(resolve_folder(name))
 
 
 def _sizes(case: Case, vocab: int) -> dict[str, Any]:
@@ -57,11 +51,18 @@ def _sizes(case: Case, vocab: int) -> dict[str, Any]:
     return sizes
 
 
+def _special_ids(tokenizer: Any, case: Case) -> dict[str, Any]:
+    """The tokenizer's special token ids for the config (the case's own options win)."""
+    ids = {f"{k}_token_id": getattr(tokenizer, f"{k}_token_id") for k in ("bos", "eos", "pad")}
+    return {k: v for k, v in ids.items() if v is not None and k not in case.options}
+
+
 def tiny_folder(case: Case, root: Path) -> Path:
     """Save a tiny random model of ``case`` with a real tokenizer into ``root/case.id``."""
     family = next(f for f in FAMILIES if f.name == case.family)
-    tokenizer = _tokenizer(family.is_encoder)
-    config = transformers.CONFIG_MAPPING[case.model_type](**_sizes(case, len(tokenizer)))
+    tokenizer = small_tokenizer(family.is_encoder)
+    sizes = {**_sizes(case, len(tokenizer)), **_special_ids(tokenizer, case)}
+    config = transformers.CONFIG_MAPPING[case.model_type](**sizes)
     auto = {
         "causal-lm": transformers.AutoModelForCausalLM,
         "base": transformers.AutoModel,
@@ -81,7 +82,7 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 FIRST_ROWS = list({c.family: c for c in reversed(CASES)}.values())[::-1]
 """One row per family (its first): the other rows vary options the HF-equivalence table
-checks; the report's figures make each run cost ~20 s."""
+checks."""
 
 
 @pytest.mark.parametrize("case", FIRST_ROWS, ids=[c.family for c in FIRST_ROWS])
@@ -89,7 +90,7 @@ def test_report_runs_on_every_family(case: Case, root: Path) -> None:
     folder = tiny_folder(case, root)
     out = root / f"run-{case.id}"
     args = ["report", "--model", str(folder), "--contexts", "8", "--length", "16"]
-    rc = main([*args, "--limit", "3", "--out", str(out), "--batch-size", "8"])
+    rc = main([*args, "--limit", "3", "--out", str(out), "--batch-size", "8", "--figures", "none"])
     assert rc == 0
     metrics = json.loads((out / "metrics.json").read_text())
     encoder = family_for(transformers.AutoConfig.from_pretrained(folder)).is_encoder
@@ -106,9 +107,9 @@ def test_report_runs_on_every_family(case: Case, root: Path) -> None:
         (transformers.MambaConfig(), "'mamba' is not supported"),
         (transformers.FalconConfig(alibi=True), "alibi=True"),
         (transformers.OPTConfig(do_layer_norm_before=False), "do_layer_norm_before=False"),
-        (transformers.Qwen2Config(rope_scaling={"rope_type": "yarn", "factor": 4.0}), "rope"),
+        (transformers.DeepseekV3Config(), "latent attention"),
     ],
-    ids=["unsupported-family", "falcon-alibi", "opt-post-norm", "qwen2-yarn"],
+    ids=["unsupported-family", "falcon-alibi", "opt-post-norm", "deepseek-latent-attention"],
 )
 def test_unsupported_families_and_options_are_one_sentence(
     config: Any, named: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]

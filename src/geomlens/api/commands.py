@@ -22,6 +22,7 @@ from geomlens.api.checks import checked
 from geomlens.commands.result import Result
 from geomlens.errors import GeomlensError
 from geomlens.models.view import ModelView
+from geomlens.report.figure_level import FigureLevel
 
 Dtype = Literal["float32", "bfloat16"]
 Engine = Literal["local", "ray"]
@@ -54,6 +55,7 @@ class CaptureOptions(TypedDict, total=False):
     activations_dir: str | Path | None
     out: str | Path | None
     progress: bool
+    figures: FigureLevel
 
 
 CAPTURE_DEFAULTS: dict[str, Any] = {
@@ -79,6 +81,7 @@ CAPTURE_DEFAULTS: dict[str, Any] = {
     "activations_dir": None,
     "out": None,
     "progress": True,
+    "figures": "all",
 }
 """The capture options' defaults: the command line's (SmolLM2, BBC, 128 x 128, ...)."""
 
@@ -150,6 +153,7 @@ def capture(
         activations_dir: where ``save_activations`` writes shards (folder or fsspec URL).
         out: the run folder (default ``runs/capture-<model>``).
         progress: show progress bars.
+        figures: figures drawn: "all", "interactive" (no static PNGs) or "none".
         view: ``model`` already loaded.
     """
     from geomlens.commands.capture import CaptureRunConfig, run

@@ -49,6 +49,7 @@ from geomlens.io.runfolder import (
 from geomlens.models.loading import load_configured
 from geomlens.models.view import ModelView
 from geomlens.report.claims import claim_records, published_section
+from geomlens.report.figures import FigureLevel, figure_level
 from geomlens.stats import DecompositionAccumulator
 from geomlens.stats.decomposition import GROUP_STATE, interval_groups, state_spec
 
@@ -236,6 +237,7 @@ def run_command(
     engine: EngineConfig | None = None,
     sections: tuple[str, ...] | None = None,
     taps: TapsFactory | None = None,
+    figures: FigureLevel = "all",
 ) -> Run:
     """Capture into a run folder, then run ``analyse`` on the result; record everything.
 
@@ -249,12 +251,16 @@ def run_command(
     one of ``sections`` (default: the command's) in metrics.json is finished again.
     ``view`` reuses a model already loaded for ``config.model``. ``engine`` says where
     the capture runs (default: this process); it is not part of the run's identity, so a
-    run resumes under either engine. The folder is locked for the whole call.
+    run resumes under either engine. ``figures`` says which figures the analyses draw
+    (``report.figure_level.FigureLevel``); any level but "all" is part of the run's identity.
+    The folder is locked for the whole call.
     """
     engine = engine or EngineConfig()
     engine.validate(config.save_activations)
     config.validate()
-    with lifecycle.held(out) as folder:
+    if figures != "all":  # the default leaves earlier runs' configs as they were
+        options = {**(options or {}), "figures": figures}
+    with lifecycle.held(out) as folder, figure_level(figures):
         return _run_locked(
             folder,
             command,
@@ -426,6 +432,7 @@ class CaptureRunConfig:
         out: the run folder.
         progress: show progress bars.
         checkpoint_every: seconds between saves of resumable progress.
+        figures: which figures are drawn ("all", "interactive": no static PNGs, "none").
     """
 
     capture: CaptureConfig
@@ -433,6 +440,7 @@ class CaptureRunConfig:
     out: str | Path
     progress: bool = True
     checkpoint_every: float = 30.0
+    figures: FigureLevel = "all"
 
     command: ClassVar[str] = "capture"
     """The command, for the default run folder ``runs/<command>-<model>``."""
@@ -442,7 +450,7 @@ class CaptureRunConfig:
         """The config of the Python API's keyword arguments (the command line's options
         under the same names: ``capture_options``, then the command's own)."""
         capture, engine = configs(arguments)
-        shared = {"capture", "engine", "out", "progress", "checkpoint_every"}
+        shared = {"capture", "engine", "out", "progress", "checkpoint_every", "figures"}
         own = {f.name: arguments[f.name] for f in dataclasses.fields(cls) if f.name not in shared}
         return cls(
             capture=capture,
@@ -450,6 +458,7 @@ class CaptureRunConfig:
             out=folder_for(cls.command, arguments["out"], arguments["model"]),
             progress=arguments["progress"],
             checkpoint_every=arguments["checkpoint_every"],
+            figures=arguments["figures"],
             **own,
         )
 
@@ -463,6 +472,7 @@ class CaptureRunConfig:
             progress=self.progress,
             checkpoint_every_s=self.checkpoint_every,
             engine=self.engine,
+            figures=self.figures,
             **own,
         )
         return result_of(self.command, done)

@@ -11,6 +11,7 @@ from typing import Any
 
 from geomlens.capture.capture import CaptureConfig
 from geomlens.engines import EngineConfig
+from geomlens.report.figure_level import FIGURE_LEVELS
 
 MAX_LAYERS = 1_000_000
 """The widest --layers range read (bounds memory before any model is known)."""
@@ -78,6 +79,12 @@ def add_capture_options(p: argparse.ArgumentParser) -> None:
         help="also accumulate sum h h^T per layer (d x d; needed for spectral norms)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--figures",
+        default="all",
+        choices=FIGURE_LEVELS,
+        help="figures drawn: all (default), interactive (no static PNGs), none (numbers only)",
+    )
     p.add_argument(
         "--trust-remote-code",
         action="store_true",
@@ -148,6 +155,7 @@ def capture_options(args: argparse.Namespace, *own: str) -> dict[str, Any]:
         "activations_dir": args.activations_dir,
         "out": args.out,
         "progress": not args.quiet,
+        "figures": args.figures,
     }
 
 

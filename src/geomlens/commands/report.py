@@ -39,7 +39,7 @@ from geomlens.io.progress import Step, StepLines
 from geomlens.io.runfolder import Run, RunFolder, open_run
 from geomlens.models.loading import eager_attention, load_configured
 from geomlens.models.view import ModelView
-from geomlens.report.figures import deferred_rendering
+from geomlens.report.figures import FigureLevel, deferred_rendering
 from geomlens.report.page import write_report
 from geomlens.stats import DecompositionAccumulator
 
@@ -211,6 +211,7 @@ def run_report(
     progress: bool = True,
     checkpoint_every_s: float = 30.0,
     engine: EngineConfig | None = None,
+    figures: FigureLevel = "all",
 ) -> Run:
     """Every analysis the model supports on one capture, then ``DIR/report.html``.
 
@@ -224,6 +225,7 @@ def run_report(
         progress: progress bars and stage lines on stderr.
         checkpoint_every_s: how often the capture saves resumable progress.
         engine: where the capture runs (default: this process).
+        figures: which figures are drawn (the page's tables and readings are always there).
     """
     if limit < 1:
         raise GeomlensError(f"--limit must be at least 1 (got {limit}).")
@@ -236,7 +238,16 @@ def run_report(
     # One command per folder, from loading the model to writing report.html.
     with lifecycle.held(out):
         return _report_locked(
-            config, out, task, limit, skip_first, view, progress, checkpoint_every_s, engine
+            config,
+            out,
+            task,
+            limit,
+            skip_first,
+            view,
+            progress,
+            checkpoint_every_s,
+            engine,
+            figures,
         )
 
 
@@ -250,6 +261,7 @@ def _report_locked(
     progress: bool,
     checkpoint_every_s: float,
     engine: EngineConfig | None,
+    figures: FigureLevel,
 ) -> Run:
     if view is None:
         view = load_configured(config)
@@ -295,6 +307,7 @@ def _report_locked(
         progress=progress,
         checkpoint_every_s=checkpoint_every_s,
         engine=engine,
+        figures=figures,
         sections=("capture", *(s for name, _, _ in stages for s in STAGE_SECTIONS[name])),
         taps=tap_factory(norms=sphere.IDENTITY_WINDOWS, attention=KERNEL_WINDOWS),
     )

@@ -41,7 +41,7 @@ from geomlens.io.runfolder import Run, RunFolder, write_json
 from geomlens.models.loading import load_configured
 from geomlens.models.view import ModelView
 from geomlens.report import sphere_figures as figs
-from geomlens.report.figures import rendered_in_background, save_later
+from geomlens.report.figures import drawn, rendered_in_background, save_later
 from geomlens.stats import DecompositionAccumulator
 
 DEFAULT_PROMPT = "To kill two birds with one stone"
@@ -125,6 +125,24 @@ def sphere_figures(
         save_later(figs.trajectory_figure_2d(map3, traj, tokens), out / "sphere_trajectory.png")
 
 
+def trajectory_map(
+    view: ModelView, hidden: dict[int, torch.Tensor], prompt_ids: Sequence[int], seed: int
+) -> lens.TrajectoryMap:
+    """The 3-d UMAP of the prompt's trajectory among a sample of the vocabulary."""
+    sample = lens.vocabulary_sample(int(view.W_E.shape[0]), UMAP_TOKENS, seed, include=prompt_ids)
+    return lens.trajectory_map(view, hidden, sample, n_components=3, seed=seed)
+
+
+def umap_record(map3: lens.TrajectoryMap, seed: int) -> dict[str, Any]:
+    """What metrics.json says about the map (the map itself is in sphere_umap.json)."""
+    return {
+        "n_tokens": len(map3.token_ids),
+        "metric": map3.metric,
+        "seed": seed,
+        "file": "sphere_umap.json",
+    }
+
+
 def analyse_sphere(
     config: CaptureConfig,
     nouns: list[str],
@@ -167,11 +185,11 @@ def analyse_sphere(
             target_id=traj.prediction_id,
             h_last=hidden[view.n_layers][-1],
         )
-        step("UMAP of the trajectory")
-        sample = lens.vocabulary_sample(
-            int(view.W_E.shape[0]), UMAP_TOKENS, config.seed, include=prompt_ids
-        )
-        map3 = lens.trajectory_map(view, hidden, sample, n_components=3, seed=config.seed)
+        map3 = None
+        if drawn():  # the map only feeds the trajectory figures
+            step("UMAP of the trajectory")
+            map3 = trajectory_map(view, hidden, prompt_ids, config.seed)
+        umap = None if map3 is None else umap_record(map3, config.seed)
 
         step("figures")
         folder.merge_metrics(
@@ -186,22 +204,15 @@ def analyse_sphere(
                 "top_tokens": top.to_dict(),
                 "heads": probe.to_dict(),
                 "ffn": ffn.to_dict(),
-                "trajectory": {
-                    **traj.to_dict(),
-                    "umap": {
-                        "n_tokens": len(sample),
-                        "metric": map3.metric,
-                        "seed": config.seed,
-                        "file": "sphere_umap.json",
-                    },
-                },
+                "trajectory": {**traj.to_dict(), "umap": umap},
                 "prompt": prompt,
             },
         )
         write_json(folder.path / "sphere_heads.json", probe.tables_dict())
         write_json(folder.path / "sphere_ffn.json", ffn.tables_dict())
-        write_json(folder.path / "sphere_umap.json", map3.to_dict())
-        sphere_figures(folder.path / "figures", orient, top, probe, traj, map3, tokens)
+        if map3 is not None:
+            write_json(folder.path / "sphere_umap.json", map3.to_dict())
+            sphere_figures(folder.path / "figures", orient, top, probe, traj, map3, tokens)
 
     return analyse
 

@@ -20,8 +20,31 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from geomlens.io.files import replacing, write_text_atomic
+from geomlens.report.figure_level import FIGURE_LEVELS, FigureLevel
 
 DPI = 100  # PNG resolution: sharp enough to read, quick to render
+
+_level: ContextVar[str] = ContextVar("geomlens_figure_level", default="all")
+
+
+@contextmanager
+def figure_level(level: FigureLevel) -> Iterator[None]:
+    """Inside, ``save`` and ``save_later`` write only the figures ``level`` asks for."""
+    if level not in FIGURE_LEVELS:
+        raise ValueError(f"figure level {level!r} is not one of {FIGURE_LEVELS}")
+    token = _level.set(level)
+    try:
+        yield
+    finally:
+        _level.reset(token)
+
+
+def drawn(fig: Figure | go.Figure | None = None) -> bool:
+    """Whether the current figure level draws ``fig`` (None: whether it draws any figure)."""
+    level = _level.get()
+    if fig is None or isinstance(fig, go.Figure):
+        return level != "none"
+    return level == "all"
 
 
 def new_figure(width: float, height: float) -> Figure:
@@ -52,15 +75,19 @@ def save(fig: Figure | go.Figure, path: str | Path, dpi: int = DPI) -> Path:
     beside it, ``<stem>.plotly.json`` holds the figure alone (for report.html).
     PNG metadata carries no software version, so equal figures give equal files.
 
+    Outside the current ``figure_level`` nothing is written.
+
     Args:
         fig: the figure.
         path: where to write; parent folders are created.
         dpi: resolution of raster images.
 
     Returns:
-        The path written.
+        The path written (or that would have been).
     """
     path = Path(path)
+    if not drawn(fig):
+        return path
     path.parent.mkdir(parents=True, exist_ok=True)
     if isinstance(fig, go.Figure):
         if path.suffix.lower() not in (".html", ".htm"):
@@ -105,6 +132,7 @@ def save_in_background(figures: Figures) -> Callable[[], None]:
     overlap with other work. A forked child inherits the built figures: nothing is pickled.
     Where the platform cannot fork, the figures are written before this returns.
     """
+    figures = [(fig, path) for fig, path in figures if drawn(fig)]
     if "fork" not in mp.get_all_start_methods() or not figures:
         _save_each(figures)
         return lambda: None
@@ -131,6 +159,7 @@ def save_in_background(figures: Figures) -> Callable[[], None]:
 
 def save_all(figures: Figures) -> None:
     """Write many figures, half of them in a forked process alongside this one."""
+    figures = [(fig, path) for fig, path in figures if drawn(fig)]
     half = len(figures) // 2
     wait = save_in_background(figures[:half])
     _save_each(figures[half:])
@@ -153,7 +182,8 @@ def save_later(fig: Figure | go.Figure, path: str | Path) -> Path:
     queue = _queue.get()
     if queue is None:
         return save(fig, path)
-    queue.append((fig, Path(path)))
+    if drawn(fig):
+        queue.append((fig, Path(path)))
     return Path(path)
 
 
