@@ -355,6 +355,24 @@ CASES: list[Case] = [
     ),
     Case("helium", "helium", "helium", dict(num_key_value_heads=2, head_dim=16)),
     Case(
+        "olmoe",
+        "olmoe",
+        "olmoe",
+        dict(num_key_value_heads=2, num_experts=4, num_experts_per_tok=2, norm_topk_prob=True),
+    ),
+    Case(
+        "glm",
+        "glm",
+        "glm",
+        dict(num_key_value_heads=2, head_dim=16, pad_token_id=0),
+    ),
+    Case(
+        "glm4",
+        "glm4",
+        "glm4",
+        dict(num_key_value_heads=2, head_dim=16, pad_token_id=0),
+    ),
+    Case(
         "gpt_bigcode",
         "gpt_bigcode",
         "gpt_bigcode",

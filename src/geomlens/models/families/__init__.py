@@ -24,6 +24,7 @@ from geomlens.models.families.falcon import FALCON
 from geomlens.models.families.gemma import GEMMA
 from geomlens.models.families.gemma2 import GEMMA2
 from geomlens.models.families.gemma3 import GEMMA3
+from geomlens.models.families.glm import GLM, GLM4
 from geomlens.models.families.gpt2 import GPT2
 from geomlens.models.families.gpt_bigcode import GPT_BIGCODE
 from geomlens.models.families.gpt_neo import GPT_NEO
@@ -44,7 +45,7 @@ from geomlens.models.families.phi import PHI
 from geomlens.models.families.phi3 import PHI3
 from geomlens.models.families.qwen2 import QWEN2
 from geomlens.models.families.qwen3 import QWEN3
-from geomlens.models.families.qwen_moe import QWEN2_MOE, QWEN3_MOE
+from geomlens.models.families.qwen_moe import OLMOE, QWEN2_MOE, QWEN3_MOE
 from geomlens.models.families.smollm3 import SMOLLM3
 from geomlens.models.families.stablelm import STABLELM
 from geomlens.models.families.starcoder2 import STARCODER2
@@ -88,6 +89,9 @@ FAMILIES: tuple[Family, ...] = (
     GPT_BIGCODE,
     CODEGEN,
     XGLM,
+    OLMOE,
+    GLM,
+    GLM4,
     DISTILBERT,
     ELECTRA,
     XLM_ROBERTA,

@@ -18,7 +18,6 @@ from geomlens.models.families.base import (
     Family,
     falsy,
     known_rope,
-    one_of,
 )
 from geomlens.models.families.common import gated_mlp, separate_heads
 from geomlens.models.families.gemma3 import gemma_finish, known_layer_types
@@ -46,7 +45,6 @@ GEMMA2 = Family(
     options={
         "rope_parameters": known_rope,
         "rope_scaling": known_rope,
-        "attention_dropout": one_of(0.0, 0, None),
         "use_bidirectional_attention": falsy,
         "layer_types": known_layer_types,
     },

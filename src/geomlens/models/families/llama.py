@@ -14,7 +14,6 @@ LLAMA = Family(
         "rope_parameters": known_rope,
         "rope_scaling": known_rope,
         "pretraining_tp": one_of(1, None),
-        "attention_dropout": one_of(0.0, 0),
         "sliding_window": falsy,
         "mlp_bias": falsy,
     },

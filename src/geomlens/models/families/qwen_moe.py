@@ -1,4 +1,5 @@
-"""Qwen MoE families: Qwen 2 MoE (Qwen1.5-MoE, Qwen2-57B-A14B) and Qwen 3 MoE.
+"""Mixture-of-experts families with Llama's attention: Qwen 2 MoE (Qwen1.5-MoE,
+Qwen2-57B-A14B), Qwen 3 MoE and OLMoE.
 
 Qwen 2 MoE is Qwen 2's attention (Q/K/V biases) with a mixture of experts whose router
 keeps the top k softmax weights (renormalised with ``norm_topk_prob``) plus a shared
@@ -11,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from geomlens.models.families.base import ROTARY_OPTIONS, Family
-from geomlens.models.families.common import gated_mlp, module_window, separate_heads
+from geomlens.models.families.base import ROTARY_OPTIONS, Family, falsy
+from geomlens.models.families.common import gated_mlp, module_window, qk_norms, separate_heads
 from geomlens.models.families.gemma3 import known_layer_types
 from geomlens.models.families.moe import mixture
 from geomlens.models.families.qwen3 import qwen3_settings
@@ -48,3 +49,17 @@ QWEN3_MOE = Family(
     extra_norms={"q_norm": "self_attn.q_norm", "k_norm": "self_attn.k_norm"},
     settings=qwen3_settings,
 )
+
+OLMOE = Family(
+    name="olmoe",
+    model_types=("olmoe",),
+    features=("q/k norms over all heads", "MoE (router + experts)"),
+    auto_class="causal-lm",
+    options={**ROTARY_OPTIONS, "clip_qkv": falsy},
+    heads=separate_heads(),
+    mlp_view=mixture(renormalise=topk_renormalised),
+    extra_norms={"q_norm": "self_attn.q_norm", "k_norm": "self_attn.k_norm"},
+    settings=qk_norms(layout="joined"),
+)
+"""OLMoE: pre-norm Llama blocks with RMSNorms over all query (and all key) heads at once
+and a mixture of experts (top-k softmax weights, renormalised with ``norm_topk_prob``)."""
