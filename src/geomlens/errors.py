@@ -14,6 +14,57 @@ class GeomlensError(Exception):
     """
 
 
+class NonFiniteResult(GeomlensError):
+    """A number geomlens computed is NaN or infinite: it is never saved or printed as a
+    result; the message names the part (a layer's statistic, a score, the logits)."""
+
+
+class LimitError(GeomlensError):
+    """A list the user supplied is longer than geomlens takes (``LIMITS``)."""
+
+
+class IdentityError(GeomlensError):
+    """What was given does not match what the run names (a loaded model of another folder
+    or dtype, a weight stored as another dtype than its data)."""
+
+
+LIMITS = {
+    "choices": 100,
+    "items": 100_000,
+    "nouns": 10_000,
+    "sweep schemes": 1_000,
+}
+"""The longest lists a user may supply, by what they hold (docs/errors.md, "Limits"):
+answer choices (endings) of one task item; items of one task file; probe nouns in a
+``--nouns`` file; schemes of one ``--sweep`` grid. Each bounds a run's memory and time: a
+choice is scored by a forward pass, a noun probed at every layer, a scheme scores the task."""
+
+
+def within_limit(what: str, kind: str, count: int, advice: str) -> None:
+    """Refuse ``count`` entries of ``kind`` (a key of ``LIMITS``) in ``what`` beyond its
+    limit, with one sentence naming the limit and ``advice`` (what to change)."""
+    limit = LIMITS[kind]
+    if count > limit:
+        raise LimitError(
+            f"{what} has {count:,} {kind}, more than the {limit:,} geomlens takes; {advice}."
+        )
+
+
+def distinct_choices(where: str, choices: Sequence[str]) -> None:
+    """Refuse an item whose choices are too many or not all different: the same text
+    twice gets the same score, so the gold answer cannot be told from its copy."""
+    within_limit(where, "choices", len(choices), "split the item or keep fewer choices")
+    seen: dict[str, int] = {}
+    for i, choice in enumerate(choices):
+        if choice in seen:
+            shown = choice if len(choice) <= 40 else choice[:37] + "..."
+            raise GeomlensError(
+                f"{where} has the same choice twice (choices {seen[choice]} and {i}: "
+                f"{shown!r}); every choice must differ so its score can tell it apart."
+            )
+        seen[choice] = i
+
+
 _OS_ADVICE = {
     errno.ENOSPC: "free some space or choose another --out, then rerun to resume",
     errno.EDQUOT: "free some space or choose another --out, then rerun to resume",

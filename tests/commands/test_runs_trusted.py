@@ -30,7 +30,7 @@ from geomlens import open_run
 from geomlens.cli import MAX_MESSAGE, main
 from geomlens.commands.report import STAGE_SECTIONS, staged
 from geomlens.errors import GeomlensError
-from geomlens.io.runfolder import LOCK_NAME, RunFolder, write_json
+from geomlens.io.runfolder import FINGERPRINT_VERSION, LOCK_NAME, RunFolder, write_json
 from geomlens.report import figures
 
 # 6 windows of 16 tokens in 3 batches: every model call below takes about a second.
@@ -163,10 +163,15 @@ def test_corpus_edited_after_a_finished_run_is_refused_and_unchanged_is_reused(
 
 def test_a_changed_model_or_windows_is_named(tmp_path):
     folder = RunFolder(tmp_path)
-    manifest = {"model_fingerprint": "a", "corpus_fingerprint": "b", "windows_fingerprint": "c"}
-    folder.check_identity(manifest, {"model": "a", "corpus": "b", "windows": "c"}, True)
+    a, x = f"{FINGERPRINT_VERSION}:a", f"{FINGERPRINT_VERSION}:x"
+    manifest = {"model_fingerprint": a, "corpus_fingerprint": "b", "windows_fingerprint": "c"}
+    folder.check_identity(manifest, {"model": a, "corpus": "b", "windows": "c"}, True)
     with pytest.raises(GeomlensError, match="its model and windows changed since it finished"):
-        folder.check_identity(manifest, {"model": "x", "corpus": "b", "windows": "y"}, True)
+        folder.check_identity(manifest, {"model": x, "corpus": "b", "windows": "y"}, True)
+    # a fingerprint of the heads and tails of the weight files is not trusted as the same
+    old = {**manifest, "model_fingerprint": "a"}
+    with pytest.raises(GeomlensError, match="identified by an earlier geomlens"):
+        folder.check_identity(old, {"model": a, "corpus": "b", "windows": "c"}, True)
 
 
 # one command per folder --------------------------------------------------------------------

@@ -41,6 +41,7 @@ from geomlens.io.runfolder import (
     RERUN,
     Run,
     RunFolder,
+    check_view,
     load_state,
     model_fingerprint,
     read_windows,
@@ -92,7 +93,12 @@ def capture_metrics(acc: DecompositionAccumulator) -> dict[str, Any]:
                 }
             )
         layers.append(row)
-    return {"n_contexts": acc.n_contexts, "length": acc.length, "layers": layers}
+    return {
+        "n_contexts": acc.n_contexts,
+        "length": acc.length,
+        "layers": layers,
+        "variances_clamped": acc.variances_clamped,
+    }
 
 
 def prepare(
@@ -258,6 +264,8 @@ def run_command(
     engine = engine or EngineConfig()
     engine.validate(config.save_activations)
     config.validate()
+    if view is not None:  # a model loaded by the caller must be the one the config names
+        check_view(view, config.model, config.dtype)
     if figures != "all":  # the default leaves earlier runs' configs as they were
         options = {**(options or {}), "figures": figures}
     with lifecycle.held(out) as folder, figure_level(figures):

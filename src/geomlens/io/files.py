@@ -1,21 +1,88 @@
-"""Files written atomically and JSON read back with a sentence when it is damaged.
+"""Files written atomically, JSON read back with a sentence when it is damaged, and
+files identified by their whole content.
 
 Every file geomlens writes goes to a temporary file in the same folder first and is then
 renamed over the target (``os.replace``), so a reader sees the old file or the whole new
 one, never part of it. A failed write (a full disk) removes the temporary file and
-reports the target's path.
+reports the target's path; so does a SIGTERM or SIGHUP that arrives while it is written
+(``temporary``), before the process ends as the signal asks.
+
+``content_hash`` is the sha256 of a whole file, streamed, and remembered under the user
+cache by path, size, modification and change times, so a rerun on the same model files
+reads no weights again.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import signal
+import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 from geomlens.errors import GeomlensError
+from geomlens.io import jsontext
+
+CLEANUP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+"""Signals whose default action ends the process: a temporary file being written when one
+arrives is removed first. (SIGINT raises KeyboardInterrupt, which ``temporary`` handles as
+any exception; a handler a command installed, such as the capture's stop at the next batch,
+is left as it is.)"""
+
+_LIVE: dict[Path, None] = {}
+"""Temporary files this process is writing now (insertion-ordered)."""
+
+_INSTALLED: dict[signal.Signals, Any] = {}
+"""The handlers ``temporary`` replaced, by signal, while any temporary file is live."""
+
+
+def _remove_live(signum: int, frame: Any) -> None:
+    """Remove the live temporary files, then end the process by ``signum`` as it would have."""
+    for tmp in list(_LIVE):
+        with suppress(OSError):
+            tmp.unlink(missing_ok=True)
+    _LIVE.clear()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+def _guard(on: bool) -> None:
+    """Install (``on``) or restore the handlers of ``CLEANUP_SIGNALS`` (main thread only;
+    a signal whose handler is not the default is left to that handler)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if on:
+        for sig in CLEANUP_SIGNALS:
+            if signal.getsignal(sig) is signal.SIG_DFL:
+                _INSTALLED[sig] = signal.signal(sig, _remove_live)
+    else:
+        for sig, old in list(_INSTALLED.items()):
+            if signal.getsignal(sig) is _remove_live:
+                signal.signal(sig, old)
+            del _INSTALLED[sig]
+
+
+@contextmanager
+def temporary(tmp: Path) -> Iterator[Path]:
+    """``tmp`` as a live temporary file for the block: removed if the block raises, or if
+    SIGTERM/SIGHUP arrives before the block ends (the process then ends by that signal)."""
+    first = not _LIVE
+    _LIVE[tmp] = None
+    if first:
+        _guard(True)
+    try:
+        yield tmp
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    finally:
+        _LIVE.pop(tmp, None)
+        if not _LIVE:
+            _guard(False)
 
 
 def named(exc: OSError, path: Path, tmp: Path | None = None) -> OSError:
@@ -34,14 +101,11 @@ def replacing(path: str | Path) -> Iterator[Path]:
     path = Path(path)
     tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
     try:
-        yield tmp
-        os.replace(tmp, path)
+        with temporary(tmp):
+            yield tmp
+            os.replace(tmp, path)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise named(exc, path, tmp) from None
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def write_text_atomic(path: str | Path, text: str) -> Path:
@@ -76,14 +140,75 @@ def read_json(path: str | Path, expect: type, advice: str) -> Any:
     path = Path(path)
     data = path.read_bytes()
     try:
-        value = json.loads(data.decode("utf-8"))
+        text = data.decode("utf-8")
+        json.loads(text)  # the line of a syntax error, for the message
+        value = jsontext.loads(text)
     except UnicodeDecodeError as exc:
         raise damaged(path, f"not UTF-8 text at byte {exc.start}", advice) from None
     except json.JSONDecodeError as exc:
         why = "empty" if not data.strip() else f"not valid JSON: {exc.msg} at line {exc.lineno}"
         raise damaged(path, why, advice) from None
+    except (jsontext.JSONTextError, RecursionError, ValueError) as exc:
+        reason = exc.reason if isinstance(exc, jsontext.JSONTextError) else "not readable JSON"
+        raise damaged(path, reason, advice) from None
     if not isinstance(value, expect):
         raise damaged(
             path, f"it holds {json_kind(value)} where {_JSON_TYPES[expect]} belongs", advice
         )
     return value
+
+
+# files identified by their whole content ----------------------------------------------------
+HASH_CHUNK = 8 << 20
+"""Bytes read at a time while hashing (the whole file is never held in memory)."""
+
+
+def hash_cache_dir() -> Path:
+    """Where ``content_hash`` remembers hashes: ``hashes/`` under the user cache
+    (``$GEOMLENS_CACHE`` or the platform's cache folder)."""
+    from geomlens.models.cache import cache_root
+
+    return cache_root() / "hashes"
+
+
+def file_stamp(stat: os.stat_result) -> dict[str, int]:
+    """What changes when a file's content may have: size, inode, modification and change
+    times (the change time cannot be set back by a tool that restores a modification time)."""
+    return {
+        "size": stat.st_size,
+        "inode": stat.st_ino,
+        "mtime_ns": stat.st_mtime_ns,
+        "ctime_ns": stat.st_ctime_ns,
+    }
+
+
+def content_hash(path: str | Path, cache: bool = True) -> str:
+    """The sha256 of the whole file at ``path``, read in ``HASH_CHUNK`` pieces.
+
+    The hash is remembered under ``hash_cache_dir()`` with the file's stamp
+    (``file_stamp``); a later call on a file with the same stamp reads no byte of it. A
+    cache entry that cannot be read or written is ignored (the file is hashed again).
+    """
+    path = Path(path).resolve()
+    stamp = file_stamp(path.stat())
+    entry = hash_cache_dir() / (hashlib.sha256(os.fsencode(path)).hexdigest()[:32] + ".json")
+    if cache:
+        try:
+            known = json.loads(entry.read_text(encoding="utf-8"))
+            if known.get("stamp") == stamp and isinstance(known.get("sha256"), str):
+                return str(known["sha256"])
+        except (OSError, ValueError, AttributeError):
+            pass
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(HASH_CHUNK):
+            h.update(chunk)
+    digest = h.hexdigest()
+    if cache and file_stamp(path.stat()) == stamp:  # not changed while it was read
+        try:
+            entry.parent.mkdir(parents=True, exist_ok=True)
+            record = {"path": os.fsdecode(path), "stamp": stamp, "sha256": digest}
+            write_text_atomic(entry, json.dumps(record))
+        except OSError:
+            pass
+    return digest

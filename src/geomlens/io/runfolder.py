@@ -35,8 +35,9 @@ from safetensors.torch import load_file
 
 from geomlens.capture.store import ActivationStore, save_atomic
 from geomlens.capture.taps import Taps, without_taps
-from geomlens.errors import GeomlensError
-from geomlens.io.files import damaged, read_json
+from geomlens.errors import GeomlensError, IdentityError, NonFiniteResult
+from geomlens.io.files import content_hash, damaged, read_json, replacing
+from geomlens.io.jsontext import non_finite
 from geomlens.stats import DecompositionAccumulator
 from geomlens.stats.decomposition import state_spec
 
@@ -100,36 +101,97 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
+NON_FINITE_ADVICE = (
+    "the model or the inputs give NaN or infinite values there (check the model's weights, "
+    "or try --dtype float32); nothing non-finite is saved as a result"
+)
+
+
 def write_json(path: Path, data: Any) -> None:
     """Write JSON atomically with sorted keys, so equal data gives equal bytes.
 
-    If the write fails (a full disk), the previous file is left as it was.
+    Every number must be finite: a NaN or infinity stops the command with one sentence
+    naming where it is (JSON has no such numbers, and a result is never one). If the
+    write fails (a full disk), the previous file is left as it was.
     """
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    try:
-        tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        if exc.filename is None:  # a full disk is reported without the file's name
-            raise OSError(exc.errno, exc.strerror, str(path)) from None
-        raise
+    where = non_finite(data)
+    if where is not None:
+        raise NonFiniteResult(
+            f"{where} of {path.name} is NaN or infinite, so it is not written; {NON_FINITE_ADVICE}."
+        )
+    text = json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n"
+    with replacing(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+FINGERPRINT_VERSION = "content-v2"
+"""Prefix of model fingerprints that hash whole files (earlier ones hashed the first and
+last MiB of each weight file; a run recorded with one is not compared, but refused)."""
+
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+    "vocab.txt",
+    "merges.txt",
+    "tokenizer.model",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+)
+"""The files a Hugging Face tokenizer is read from: part of a model's identity, since
+the token ids (and so every number) follow from them."""
+
+
+def identity_files(folder: Path) -> list[Path]:
+    """The files a model's numbers depend on: config.json, the tokenizer's files and every
+    safetensors weight file (sorted by name)."""
+    named = [folder / "config.json", *(folder / n for n in TOKENIZER_FILES)]
+    return [p for p in named if p.is_file()] + sorted(folder.glob("*.safetensors"))
 
 
 def model_fingerprint(folder: str | Path) -> str:
-    """sha256 over a model folder's config and the size, head and tail of each weight file."""
+    """sha256 over the names and whole contents of a model's config, tokenizer and weight
+    files (``identity_files``; a single file, such as a GGUF, is hashed itself).
+
+    Each file's hash comes from ``content_hash``: streamed, and remembered by size and
+    times, so a rerun on unchanged files reads none of them.
+    """
     folder = Path(folder)
+    files = [folder] if folder.is_file() else identity_files(folder)
     h = hashlib.sha256()
-    if (folder / "config.json").exists():
-        h.update((folder / "config.json").read_bytes())
-    for path in sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.bin")):
-        size = path.stat().st_size
-        h.update(f"{path.name}|{size}".encode())
-        with open(path, "rb") as f:
-            h.update(f.read(1 << 20))
-            f.seek(max(0, size - (1 << 20)))
-            h.update(f.read(1 << 20))
-    return h.hexdigest()
+    for path in files:
+        h.update(f"{path.name}|{content_hash(path)}\n".encode())
+    return f"{FINGERPRINT_VERSION}:{h.hexdigest()}"
+
+
+def check_view(view: Any, named: str, want_dtype: str) -> None:
+    """Refuse a loaded model (``ModelView``) given for a run whose config names another:
+    its files (``model_fingerprint``, unless it is the same folder) or its dtype differ.
+
+    Args:
+        view: the model given (``view.source``: the folder it was loaded from).
+        named: the model the run's config names, as the user wrote it.
+        want_dtype: the config's dtype ("float32", "bfloat16").
+    """
+    from geomlens.models.loading import resolve_folder
+
+    source = Path(view.source)
+    folder = resolve_folder(str(named))
+    same = source.exists() and source.resolve() == folder.resolve()
+    if not same and (not source.exists() or model_fingerprint(source) != model_fingerprint(folder)):
+        raise IdentityError(
+            f"the model given as view was loaded from {view.source}, not from {str(named)!r} "
+            f"({folder}) that the run names, so its numbers would be another model's; pass "
+            f"view=load_model({str(named)!r}), or model= the folder the view was loaded from."
+        )
+    dtype = str(view.W_E.dtype).removeprefix("torch.")
+    if dtype != want_dtype:
+        raise IdentityError(
+            f"the model given as view is {dtype}, but the run asks for dtype {want_dtype}; "
+            f"load it with dtype={want_dtype!r}, or pass dtype={dtype!r}."
+        )
 
 
 class RunFolder:
@@ -262,6 +324,13 @@ class RunFolder:
         ]
         if not changed:
             return
+        recorded = manifest.get(FINGERPRINTS["model"])
+        if "model" in changed and not str(recorded).startswith(FINGERPRINT_VERSION):
+            raise IdentityError(
+                f"{self.path} holds a run whose model was identified by an earlier geomlens "
+                "(from parts of its weight files only), so it cannot be checked against this "
+                "model; remove that folder to start afresh, or choose another --out."
+            )
         state = "a finished" if finished else "an unfinished"
         since = "it finished" if finished else "it was started"
         raise GeomlensError(
@@ -376,6 +445,15 @@ class RunFolder:
 
     # finished statistics -----------------------------------------------------------------
     def save_stats(self, name: str, state: dict[str, torch.Tensor]) -> Path:
+        """Save finished statistics; every sum must be finite (one sentence naming the
+        tensor otherwise, and nothing is saved)."""
+        for key, tensor in state.items():
+            if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+                raise NonFiniteResult(
+                    f"the {name} statistics' {key} hold NaN or infinite values (sums past "
+                    f"the float64 range), so they are not saved as finished; "
+                    f"{NON_FINITE_ADVICE}."
+                )
         folder = self.path / "stats"
         folder.mkdir(exist_ok=True)
         return save_atomic(state, folder / f"{name}.safetensors")

@@ -35,6 +35,8 @@ class DecompositionStats:
         n_contexts: C.
         positions: the positions kept (0..T-1, or 1..T-1 when the first is skipped).
         skip_first: whether position 0 was dropped.
+        clamped: whether ``total_ss`` came out below zero by rounding (a sum of squares
+            less n |mu|^2 when every state is nearly the same) and was set to zero.
     """
 
     layer: int
@@ -47,6 +49,7 @@ class DecompositionStats:
     positions: np.ndarray
     skip_first: bool
     second_sketch: np.ndarray | None = None
+    clamped: bool = False
 
     @property
     def length(self) -> int:
@@ -114,6 +117,13 @@ def interval_groups(
     per_group = max(1, n_layers * length * d_model * 4)
     groups = min(MAX_GROUPS, n_contexts, budget // per_group)
     return groups if groups >= MIN_GROUPS else 0
+
+
+def clamped_at_zero(value: float) -> tuple[float, bool]:
+    """A variance (or sum of squares about a mean) that rounding took below zero, set to
+    zero; and whether it was. ``sum x^2 - n mean^2`` cancels catastrophically when the
+    values barely vary, and a negative result has a complex square root."""
+    return (0.0, True) if value < 0 else (value, False)
 
 
 class NonFiniteError(ValueError):
@@ -184,6 +194,9 @@ class DecompositionAccumulator:
         total_contexts: int | None = None,
     ) -> None:
         self.layers = list(layers)
+        self.variances_clamped = 0
+        """How many ``finalize`` and ``resample`` results had their sum of squares about
+        the mean clamped at zero (``clamped_at_zero``); recorded beside the numbers."""
         self.n_contexts, self.length, self.d_model = n_contexts, length, d_model
         self.with_second_moment = second_moment
         n_l, f64 = len(self.layers), torch.float64
@@ -433,7 +446,8 @@ class DecompositionAccumulator:
         mean = pos_sum.sum(0) / (n_c * n_t)
         pos = pos_sum / n_c - mean
         ctx = ctx_sum / n_t - mean
-        total_ss = sumsq - n_c * n_t * float(mean @ mean)
+        total_ss, clamped = clamped_at_zero(sumsq - n_c * n_t * float(mean @ mean))
+        self.variances_clamped += clamped
         return DecompositionStats(
             layer=layer,
             mean=mean,
@@ -444,6 +458,7 @@ class DecompositionAccumulator:
             n_contexts=n_c,
             positions=np.arange(t0, self.length),
             skip_first=skip_first,
+            clamped=clamped,
         )
 
     def resample(
@@ -487,12 +502,17 @@ class DecompositionAccumulator:
                 sketch = sketch - drawn.T @ (drawn @ basis)
         n_c, n_t = len(rows), pos_sum.shape[0]
         mean = pos_sum.sum(0) / (n_c * n_t)
+        total_ss, clamped = clamped_at_zero(
+            float(per_context @ sumsq) - n_c * n_t * float(mean @ mean)
+        )
+        self.variances_clamped += clamped
         stats = DecompositionStats(
             layer=layer,
             mean=mean,
             pos=pos_sum / n_c - mean,
             ctx=ctx_sum[rows] / n_t - mean,
-            total_ss=float(per_context @ sumsq) - n_c * n_t * float(mean @ mean),
+            total_ss=total_ss,
+            clamped=clamped,
             second_moment=None,
             n_contexts=n_c,
             positions=np.arange(t0, self.length),
