@@ -9,19 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from geomlens.capture import CaptureConfig
 from geomlens.cli import main
-from geomlens.commands.report import run_report
-from geomlens.models import ModelView
 from geomlens.report.claims import claim_records, claims
 from geomlens.report.page import SECTIONS, write_report
-
-CONFIG = CaptureConfig(model="minilm-l6", contexts=16, length=64, batch_size=8)
 
 
 @pytest.fixture(scope="module")
 def report_run(minilm_report: Path) -> Path:
-    """The report with its progress display on (conftest's ``minilm_report``, of CONFIG);
+    """The report with its progress display on (conftest's ``minilm_report``);
     what it printed is kept in ../stderr.txt."""
     return minilm_report
 
@@ -83,29 +78,6 @@ def test_report_holds_every_analysis(report_run: Path) -> None:
     zipf = by_id["molina.gamma_beta_common_words"]
     assert zipf.low is not None and zipf.low <= zipf.number <= zipf.high
     assert zipf.verdict in ("reproduced", "not reproduced", "inconclusive")
-
-
-def test_interrupted_report_resumes_to_identical_metrics(
-    report_run: Path, tmp_path: Path, minilm: ModelView, monkeypatch
-) -> None:
-    import geomlens.commands.report as rc
-
-    real_walk = rc.walk_stage
-
-    def interrupted(*args, **kwargs):
-        def stage(*a, **k):
-            raise KeyboardInterrupt
-
-        return stage
-
-    monkeypatch.setattr(rc, "walk_stage", interrupted)
-    out = tmp_path / "again"
-    with pytest.raises(KeyboardInterrupt):
-        run_report(CONFIG, out, view=minilm, progress=False)
-    assert json.loads((out / "stages.json").read_text()) == ["decomposition", "sphere"]
-    monkeypatch.setattr(rc, "walk_stage", real_walk)
-    run_report(CONFIG, out, view=minilm, progress=False)
-    assert (out / "metrics.json").read_bytes() == (report_run / "metrics.json").read_bytes()
 
 
 def test_untrusted_text_is_shown_not_run(report_run: Path, tmp_path: Path, page) -> None:
