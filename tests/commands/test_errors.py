@@ -192,7 +192,7 @@ CASES = [
     Case(
         "corrupt-safetensors",
         f"capture {TINY} --model {{d}}/corrupt-minilm",
-        ("could not load the weights", "truncated or corrupt"),
+        ("model.safetensors is damaged: it is truncated", "copy or convert the model again"),
     ),
     Case("pickle-weights-only", "capture --model {d}/pickle-minilm", ("holds no .safetensors",)),
     Case("model-code-in-folder", "capture --model {d}/remote-code", ("--trust-remote-code",)),

@@ -41,7 +41,7 @@ from geomlens.io.runfolder import (
     RERUN,
     Run,
     RunFolder,
-    check_view,
+    check_given_view,
     load_state,
     model_fingerprint,
     read_windows,
@@ -53,6 +53,7 @@ from geomlens.report.claims import claim_records, published_section
 from geomlens.report.figures import FigureLevel, figure_level
 from geomlens.stats import DecompositionAccumulator
 from geomlens.stats.decomposition import GROUP_STATE, interval_groups, state_spec
+from geomlens.stats.finite import require_finite_weights
 
 SECTIONS = {
     "capture": ("capture",),
@@ -265,7 +266,8 @@ def run_command(
     engine.validate(config.save_activations)
     config.validate()
     if view is not None:  # a model loaded by the caller must be the one the config names
-        check_view(view, config.model, config.dtype)
+        check_given_view(view, config.model, config.dtype)
+        require_finite_weights(view.model, str(config.model))
     if figures != "all":  # the default leaves earlier runs' configs as they were
         options = {**(options or {}), "figures": figures}
     with lifecycle.held(out) as folder, figure_level(figures):

@@ -54,11 +54,12 @@ from geomlens.io.progress import item_bar
 from geomlens.io.runfolder import (
     Run,
     RunFolder,
-    check_view,
+    check_given_view,
     model_fingerprint,
 )
 from geomlens.models.loading import load_configured, resolve_folder
 from geomlens.models.view import ModelView
+from geomlens.stats.finite import require_finite_weights
 
 DEFAULT_LIMIT = 50
 DEFAULT_TASK = "timedial"
@@ -262,7 +263,8 @@ def _run_locked(
     if config.feed != "encoder":  # the default leaves decoder-only run folders as they were
         full["feed"] = config.feed
     if view is not None:  # a model loaded by the caller must be the one the config names
-        check_view(view, config.model, config.dtype)
+        check_given_view(view, config.model, config.dtype)
+        require_finite_weights(view.model, str(config.model))
     state, previous = lifecycle.claim(folder, full)
     if state == "complete" and previous is not None:
         source = view.source if view is not None else str(resolve_folder(config.model))

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+
+from geomlens.io.files import inside
 
 HELP = "rebuild offline data folders"
 
@@ -31,6 +34,8 @@ def bigbench(args: argparse.Namespace) -> int:
 
     tasks = tuple(t for t in args.tasks.split(",") if t) if args.tasks else TASKS
     out = args.out or default_out()
+    for task in tasks:  # refused before any download: each task is written under --out
+        inside(Path(out), f"{task}/task.json", f"--tasks {task!r}")
     written = fetch_bigbench(out, archive=args.archive, tasks=tasks)
     print(f"BIG-bench tasks written to {out}:")
     for task, path in sorted(written.items()):

@@ -37,6 +37,7 @@ from geomlens.concepts.schemes import LayerRef
 from geomlens.concepts.tasks import TARGET_DELIMITER, Item, Prompt, Task, build_prompt
 from geomlens.errors import GeomlensError
 from geomlens.models.view import ModelView
+from geomlens.stats.finite import require_finite
 
 BATCH_TOKENS = 2048  # padded tokens per forward pass
 MAX_ROWS = 64
@@ -538,6 +539,7 @@ def score_rows(
         else:
             scores = _batch_of(view, mode)(view, chunk)
         for i, s in zip(group, scores, strict=True):
+            require_finite(s, "the log-probabilities the model gives a row's choices")
             out[i] = s
         if progress is not None:
             progress(len(group))

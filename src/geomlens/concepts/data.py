@@ -18,6 +18,7 @@ from pathlib import Path
 
 from geomlens.concepts.tasks import data_dir
 from geomlens.errors import GeomlensError
+from geomlens.io.files import inside, replacing
 from geomlens.io.jsontext import JSONTextError, loads
 
 VERSION = "1.0.0"
@@ -93,11 +94,10 @@ def extract_tasks(archive: Path, out: Path, tasks: Sequence[str] = TASKS) -> dic
                     continue
                 data = handle.read()
                 task_examples(data, f"{member.name} in {archive}")
-                target = out / task / "task.json"
+                target = inside(out, f"{task}/task.json", f"{member.name} in {archive}")
                 target.parent.mkdir(parents=True, exist_ok=True)
-                tmp = target.with_suffix(".tmp")
-                tmp.write_bytes(data)
-                tmp.replace(target)
+                with replacing(target) as tmp:
+                    tmp.write_bytes(data)
                 written[task] = target
     except (OSError, tarfile.TarError) as exc:
         raise GeomlensError(f"cannot read archive {archive}: {exc}.") from None

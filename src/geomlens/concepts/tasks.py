@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from geomlens.errors import GeomlensError
+from geomlens.errors import GeomlensError, distinct_choices, within_limit
 from geomlens.io.jsontext import JSONTextError, bad_text, loads
 
 DATA_ENV = "GEOMLENS_DATA"
@@ -221,10 +221,12 @@ def read_task(path: str | Path, name: str | None = None) -> Task:
         records = [(r, f"{path} example {i}") for i, r in enumerate(data["examples"])]
     if not records:
         raise GeomlensError(f"task file {path} holds no items.")
+    within_limit(f"task file {path}", "items", len(records), "split the file")
     formats = set()
     items = []
     for i, (record, where) in enumerate(records):
         fmt, item = record_item(record, i, where)
+        distinct_choices(where, item.choices)
         formats.add(fmt)
         items.append(item)
     if len(formats) > 1:

@@ -18,6 +18,8 @@ from __future__ import annotations
 import logging
 import math
 import os
+import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -38,7 +40,7 @@ from geomlens.engines.shards import (
     state_from_bytes,
     state_to_bytes,
 )
-from geomlens.errors import GeomlensError
+from geomlens.errors import GeomlensError, one_line
 from geomlens.io.progress import token_bar
 from geomlens.models.loading import resolve_dtype
 from geomlens.stats import DecompositionAccumulator
@@ -163,6 +165,25 @@ def plan_workers(engine: EngineConfig, resources: dict[str, float], cuda: bool) 
 
 
 @contextmanager
+def stderr_aside() -> Iterator[None]:
+    """Send what is written to file descriptor 2 inside the block to a temporary file that
+    is then dropped: Ray's C++ core logs its connection retries there (20 lines for a bad
+    address) before Python sees the error, and an error is one line."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with tempfile.TemporaryFile() as aside:
+            os.dup2(aside.fileno(), 2)
+            try:
+                yield
+            finally:
+                sys.stderr.flush()
+                os.dup2(saved, 2)
+    finally:
+        os.close(saved)
+
+
+@contextmanager
 def connected(engine: EngineConfig) -> Iterator[Any]:
     """Join the cluster (``--ray-address``, else ``RAY_ADDRESS``) or start a local instance.
 
@@ -176,9 +197,14 @@ def connected(engine: EngineConfig) -> Iterator[Any]:
     if engine.ray_address is None and not os.environ.get("RAY_ADDRESS"):
         kwargs["include_dashboard"] = False  # a local instance only
     try:
-        ray.init(address=engine.ray_address, **kwargs)
-    except ConnectionError as exc:
-        raise GeomlensError(f"could not join the Ray cluster: {exc}") from None
+        with stderr_aside():
+            ray.init(address=engine.ray_address, **kwargs)
+    except (ConnectionError, ValueError, RuntimeError, TimeoutError) as exc:
+        where = f" at {engine.ray_address}" if engine.ray_address else ""
+        raise GeomlensError(
+            f"could not join the Ray cluster{where} ({one_line(str(exc))[:200]}); check "
+            "--ray-address (host:port of the head node, or 'auto') and that Ray runs there."
+        ) from None
     try:
         yield ray
     finally:

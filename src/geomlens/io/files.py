@@ -212,3 +212,99 @@ def content_hash(path: str | Path, cache: bool = True) -> str:
         except OSError:
             pass
     return digest
+
+
+# safetensors headers checked against their data ---------------------------------------------
+DTYPE_BYTES = {
+    "F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1,
+    "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U64": 8, "U32": 4, "U16": 2, "U8": 1, "BOOL": 1,
+}  # fmt: skip
+"""Bytes per element of each safetensors dtype."""
+
+FLOAT_DTYPES = ("F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2")
+
+FLOAT_NAMES = (".weight", ".bias", "_weight", "_bias", ".scale", "embeddings")
+"""Endings of tensor names that hold floating-point parameters in every Hugging Face
+model (a weight stored as an integer type is read as its bit pattern: 1e9, not 0.1)."""
+
+MAX_HEADER = 100 << 20
+"""The largest safetensors header read (the format's own limit)."""
+
+
+def safetensors_header_problem(path: Path) -> str | None:
+    """Why the header of the safetensors file ``path`` does not describe its data, or None.
+
+    Each tensor's dtype must be one safetensors knows, its byte range must be its shape
+    times its dtype's size and lie inside the file, and a parameter (a name ending in
+    ``.weight``, ``.bias``, ...) must be stored as a floating-point type: four bytes of
+    float32 data labelled I32 have the right size but read as integers near 1e9.
+    """
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(8)
+        n = int.from_bytes(head, "little") if len(head) == 8 else -1
+        if not 0 < n <= min(MAX_HEADER, size - 8):
+            return "its header length is not that of a safetensors file"
+        try:
+            header = json.loads(f.read(n).decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            return "its header is not valid JSON"
+    if not isinstance(header, dict):
+        return "its header is not a JSON object"
+    data = size - 8 - n
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            dtype, shape, (start, end) = info["dtype"], info["shape"], info["data_offsets"]
+            elements = 1
+            for dim in shape:
+                elements *= int(dim)
+        except (TypeError, KeyError, ValueError):
+            return f"its entry for {name[:80]} lacks a dtype, shape or data offsets"
+        if dtype not in DTYPE_BYTES:
+            return f"{name[:80]} has the unknown dtype {str(dtype)[:20]}"
+        if end - start != elements * DTYPE_BYTES[dtype] or not 0 <= start <= end:
+            return (
+                f"{name[:80]} ({dtype}, shape {list(shape)}) does not fit its {end - start} "
+                "bytes of data"
+            )
+        if end > data:
+            return f"it is truncated ({name[:80]} ends at byte {end} of {data} bytes of data)"
+        if dtype not in FLOAT_DTYPES and name.endswith(FLOAT_NAMES):
+            return (
+                f"{name[:80]} is stored as {dtype}, an integer type, where a model's "
+                "parameter is a floating-point number"
+            )
+    return None
+
+
+def check_weight_headers(folder: Path) -> None:
+    """Refuse a model folder whose safetensors headers do not describe their data
+    (``safetensors_header_problem``), before any weight is read.
+
+    Raises:
+        GeomlensError: naming the file, the tensor and what to do.
+    """
+    for path in sorted(Path(folder).glob("*.safetensors")):
+        why = safetensors_header_problem(path)
+        if why is not None:
+            raise GeomlensError(f"{path} is damaged: {why}; copy or convert the model again.")
+
+
+def inside(root: Path, relative: str, where: str) -> Path:
+    """``root / relative``, refused unless it resolves inside ``root``: an archive member or
+    a user's name holding ``..``, an absolute path or a link out of ``root`` never writes
+    elsewhere.
+
+    Raises:
+        GeomlensError: naming ``where`` (the member or option that gave ``relative``).
+    """
+    base = Path(root).resolve()
+    target = (base / relative).resolve()
+    if Path(relative).is_absolute() or not target.is_relative_to(base):
+        raise GeomlensError(
+            f"{where} names {relative!r}, which lies outside {root}; geomlens writes only "
+            "inside its output folder: give a task path without '..' or a leading '/'."
+        )
+    return base / relative

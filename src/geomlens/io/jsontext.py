@@ -5,8 +5,8 @@ interpreter's recursion limit raises ``RecursionError``, an integer of more than
 digits raises ``ValueError``, ``NaN``, ``Infinity`` or ``1e999`` are silently read as
 non-finite floats, and a key given twice in one object silently keeps its last value (a
 gold answer changed by a second ``"label"``). ``loads`` turns each into ``JSONTextError``
-with a reason that fits in the caller's sentence; ``bad_text`` finds text that cannot be written as UTF-8 (a lone
-surrogate such as ``"\\ud800"``, which JSON escapes can spell).
+with a reason that fits in the caller's sentence; ``bad_text`` finds text that cannot be
+written as UTF-8 (a lone surrogate such as ``"\\ud800"``, which JSON escapes can spell).
 """
 
 from __future__ import annotations

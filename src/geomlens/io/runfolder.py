@@ -38,6 +38,7 @@ from geomlens.capture.taps import Taps, without_taps
 from geomlens.errors import GeomlensError, IdentityError, NonFiniteResult
 from geomlens.io.files import content_hash, damaged, read_json, replacing
 from geomlens.io.jsontext import non_finite
+from geomlens.io.stored import widened
 from geomlens.stats import DecompositionAccumulator
 from geomlens.stats.decomposition import state_spec
 
@@ -63,7 +64,7 @@ class DamagedCheckpoint(Exception):
 def load_state(path: Path, advice: str = RERUN) -> dict[str, torch.Tensor]:
     """A safetensors file read whole, or one sentence naming it when it is damaged."""
     try:
-        return load_file(str(path))
+        return widened(load_file(str(path)))  # a compacted decomposition file: float64 again
     except SafetensorError as exc:
         raise damaged(path, f"not a complete safetensors file: {exc}", advice) from None
 
@@ -166,7 +167,7 @@ def model_fingerprint(folder: str | Path) -> str:
     return f"{FINGERPRINT_VERSION}:{h.hexdigest()}"
 
 
-def check_view(view: Any, named: str, want_dtype: str) -> None:
+def check_given_view(view: Any, named: str, want_dtype: str) -> None:
     """Refuse a loaded model (``ModelView``) given for a run whose config names another:
     its files (``model_fingerprint``, unless it is the same folder) or its dtype differ.
 

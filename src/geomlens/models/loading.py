@@ -15,12 +15,14 @@ import torch
 from safetensors import SafetensorError
 
 from geomlens.errors import GeomlensError
+from geomlens.io.files import check_weight_headers
 from geomlens.models.bundled import BUNDLED, BundledModel
 from geomlens.models.cache import converted_dir, file_key, publish
 from geomlens.models.check import check_view, eager_attention  # noqa: F401 (re-exported)
 from geomlens.models.families import UndeclaredType, family_for, layouts_for
 from geomlens.models.families.base import Family
 from geomlens.models.view import ModelView
+from geomlens.stats.finite import require_finite_weights
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -539,6 +541,7 @@ def load_folder(
     family = layouts[0]
     check_config_shape(folder, config)
     check_safetensors(folder)
+    check_weight_headers(folder)
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True, **remote)
     except (OSError, ValueError) as exc:
@@ -568,6 +571,7 @@ def load_folder(
             "corrupt: copy or convert the model again."
         ) from None
     check_weights(folder, model, info)
+    require_finite_weights(model, str(folder))  # before the on-load check compares NaN
     check_tokenizer(folder, tokenizer, embedding_rows(model))
     model.eval().requires_grad_(False)
     model.to(device)

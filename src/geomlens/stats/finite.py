@@ -48,3 +48,23 @@ def require_finite(values: Any, part: str, advice: str = ADVICE) -> None:
             f"{part} hold {bad} NaN or infinite value{'s' if bad > 1 else ''} "
             f"(of {total}), so no result is given from them; {advice}."
         )
+
+
+def require_finite_weights(model: torch.nn.Module, name: str) -> None:
+    """Refuse a model whose parameters hold NaN or infinite values (a damaged file, a
+    diverged training run): every number computed from them would be NaN or infinite, or
+    worse, look ordinary (an argmax over NaN scores falls on choice 0). The first such
+    tensor is named; reading every parameter once costs a fraction of one forward pass.
+
+    Raises:
+        NonFiniteResult: one sentence naming the model and the tensor.
+    """
+    for key, param in model.named_parameters():
+        if param.is_floating_point() and not bool(torch.isfinite(param).all()):
+            bad = int((~torch.isfinite(param)).sum())
+            raise NonFiniteResult(
+                f"the weights of {name} hold {bad} NaN or infinite value"
+                f"{'s' if bad > 1 else ''} in {key} (of {param.numel()}), so nothing "
+                "computed from them would be a number; use intact weights (copy or convert "
+                "the model again)."
+            )
