@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 
 class GeomlensError(Exception):
@@ -26,6 +27,34 @@ class LimitError(GeomlensError):
 class IdentityError(GeomlensError):
     """What was given does not match what the run names (a loaded model of another folder
     or dtype, a weight stored as another dtype than its data)."""
+
+
+class InternalError(GeomlensError):
+    """A failure inside geomlens or a library it calls, met at the Python API's boundary:
+    the API raises ``GeomlensError`` subclasses only, and this one says it is a bug. The
+    original exception is its ``__cause__``."""
+
+
+@contextmanager
+def api_boundary(name: str) -> Iterator[None]:
+    """The Python API's one error boundary (the command line's is ``geomlens.cli.main``):
+    inside the block a ``GeomlensError`` passes as it is, a failed file operation becomes
+    its one sentence (``os_error_sentence``), and any other exception an ``InternalError``
+    naming ``name``. KeyboardInterrupt and SystemExit pass untouched."""
+    try:
+        yield
+    except GeomlensError:
+        raise
+    except OSError as exc:
+        raise GeomlensError(os_error_sentence(exc)) from exc
+    except Exception as exc:
+        what = one_line(f"{type(exc).__name__}: {exc}")
+        what = what if len(what) <= 300 else what[:297] + "..."
+        raise InternalError(
+            f"{name}() failed inside geomlens ({what}); this is a bug in geomlens or a "
+            "library it calls, not in the arguments: the original error is this one's "
+            "__cause__."
+        ) from exc
 
 
 LIMITS = {

@@ -453,12 +453,31 @@ def test_a_temporary_file_is_removed_when_a_signal_ends_the_process(name, tmp_pa
     assert target.read_text() == "before"
 
 
-def test_the_api_raises_geomlens_errors_only(tmp_path):
-    import geomlens
+def test_the_api_raises_geomlens_errors_only(d, tmp_path, monkeypatch):
+    import errno
 
-    (tmp_path / "locked").mkdir(mode=0o500)
-    with pytest.raises(GeomlensError):
-        geomlens.open_run(tmp_path / "nothing-here")
+    import geomlens
+    import geomlens.commands.capture
+    from geomlens.errors import InternalError
+
+    def failing(error: BaseException) -> Any:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            raise error
+
+        return run
+
+    common = dict(model=str(d / "ok"), corpus=str(d / "docs"), out=tmp_path / "r")
+    monkeypatch.setattr(geomlens.commands.capture, "run", failing(ZeroDivisionError("x")))
+    with pytest.raises(InternalError, match=r"capture\(\) failed inside geomlens") as err:
+        geomlens.capture(**common)
+    assert isinstance(err.value.__cause__, ZeroDivisionError)
+    full = OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "r" / "m.json"))
+    monkeypatch.setattr(geomlens.commands.capture, "run", failing(full))
+    with pytest.raises(GeomlensError, match="cannot write .*m.json: No space left on device"):
+        geomlens.capture(**common)
+    monkeypatch.setattr(geomlens.commands.capture, "run", failing(KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):
+        geomlens.capture(**common)
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "manifest.json").write_text('{"config": {}, "config": {"a": 1}}')

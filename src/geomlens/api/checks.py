@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal, ParamSpec, TypeVar, Union, get_args, get_origin, get_type_hints
 
-from geomlens.errors import GeomlensError
+from geomlens.errors import GeomlensError, api_boundary
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -83,6 +83,7 @@ def checked(func: Callable[P, R]) -> Callable[P, R]:
                 raise GeomlensError(
                     f"{name}(): {key} takes {describe(hints[key])} (got {value!r})."
                 )
-        return func(*args, **kwargs)
+        with api_boundary(name):  # GeomlensError subclasses only
+            return func(*args, **kwargs)
 
     return wrapper
