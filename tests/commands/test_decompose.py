@@ -99,8 +99,10 @@ def test_files_of_the_run(minilm_run):
     assert "decomposition_spiral.html" in figures
     assert all((minilm_run.path / "figures" / f).stat().st_size > 5000 for f in figures)
     spectra = json.loads((minilm_run.path / "decomposition_spectra.json").read_text())
-    assert set(spectra) == {"all_positions", "skip_first"}
+    views = {"all_positions", "skip_first"}  # and their noise-free spectra (16 groups)
+    assert set(spectra) == views | {f"{view}_corrected" for view in views}
     assert len(spectra["all_positions"]["3"]) == 32
+    assert 0 < len(spectra["skip_first_corrected"]["3"]) <= 31
 
 
 def test_same_config_gives_byte_identical_metrics(minilm, minilm_run, tmp_path):

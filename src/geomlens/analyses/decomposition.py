@@ -19,7 +19,8 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse.linalg
 
-from geomlens.analyses import context_clusters, incoherence, spectra
+from geomlens.analyses import context_clusters, incoherence, position_noise, spectra
+from geomlens.analyses.position_noise import CorrectedPositions, GroupPositions
 from geomlens.stats.decomposition import (
     DecompositionAccumulator,
     DecompositionStats,
@@ -61,6 +62,8 @@ class LayerDecomposition:
         pos_low_freq: share of the DCT of the normalised Gram matrix in the lowest
             ceil(T'/10) x ceil(T'/10) frequencies.
         pos_smoothness: mean |G[t+1, t'] - G[t, t']| / mean |G|.
+        pos_low_freq_energy: share of ||pos||_F^2 in the lowest ceil(T'/10) frequencies
+            over positions (DCT-II of each coordinate), ``spectra.low_freq_energy``.
         incoherence_k: dimension of the compared subspaces (pos_rank95, capped by ranks).
         incoherence_max: largest principal-angle cosine between top-k pos and ctx directions.
         incoherence_mean: mean principal-angle cosine.
@@ -73,6 +76,29 @@ class LayerDecomposition:
         ctx_cos_within: mean |cos| between context vectors with the same label, or None.
         ctx_cos_between: mean |cos| between context vectors with different labels, or None.
         ctx_cluster_ari: adjusted Rand index of k-means on context vectors, or None.
+
+    With the noise removed (``analyses.position_noise``; None without interval groups):
+
+        pos_noise_share: share of pos's energy that is sampling noise (tr V / ||pos||^2).
+        pos_contexts_needed: contexts at which that share would fall under 10%.
+        pos_rank_corrected: eigenvalues of the noise-free Gram K above the noise floor (r).
+        pos_eigen_floor: that floor as a share of tr(K).
+        pos_rank95_corrected: smallest k whose top-k eigenvalues of K reach 95% of tr(K).
+        pos_stable_rank_corrected: tr(K) / lambda_1(K).
+        pos_singular_values_corrected: sqrt of K's first 64 positive eigenvalues.
+        pos_low_freq_energy_corrected: the share of the positional energy in the lowest
+            10% of frequencies over positions, from K (``pos_low_freq_energy`` plain).
+        pos_low_freq_corrected, pos_smoothness_corrected: pos_low_freq and
+            pos_smoothness of pos projected onto K's top r eigenvectors.
+        coherence_max_corrected, coherence_mean_corrected: the mutual coherence of that
+            projection with ctx.
+        incoherence_mean_corrected: mean principal-angle cosine of its top r directions
+            and ctx's.
+        pos_rank95_noise, pos_stable_rank_noise, pos_low_freq_noise,
+            pos_low_freq_energy_noise: the plain statistics of a split-half noise-only
+            estimate (what noise alone reads).
+        coherence_max_noise, incoherence_mean_noise: the coherence and subspace
+            incoherence of that estimate projected as pos is (the split-half baseline).
     """
 
     layer: int
@@ -104,6 +130,26 @@ class LayerDecomposition:
     ctx_cos_within: float | None
     ctx_cos_between: float | None
     ctx_cluster_ari: float | None
+    pos_low_freq_energy: float | None = None
+    pos_noise_share: float | None = None
+    pos_contexts_needed: int | None = None
+    pos_rank_corrected: int | None = None
+    pos_eigen_floor: float | None = None
+    pos_rank95_corrected: int | None = None
+    pos_stable_rank_corrected: float | None = None
+    pos_low_freq_energy_corrected: float | None = None
+    pos_singular_values_corrected: tuple[float, ...] | None = None
+    pos_low_freq_corrected: float | None = None
+    pos_smoothness_corrected: float | None = None
+    coherence_max_corrected: float | None = None
+    coherence_mean_corrected: float | None = None
+    incoherence_mean_corrected: float | None = None
+    pos_rank95_noise: float | None = None
+    pos_stable_rank_noise: float | None = None
+    pos_low_freq_noise: float | None = None
+    pos_low_freq_energy_noise: float | None = None
+    coherence_max_noise: float | None = None
+    incoherence_mean_noise: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able values: ints, floats (non-finite become None), lists, bools."""
@@ -205,6 +251,8 @@ def analyse_layer(
     seed: int = 0,
     baseline: bool = True,
     incoherence_k: int | None = None,
+    groups: GroupPositions | None = None,
+    noise_rank: int | None = None,
 ) -> LayerDecomposition:
     """All position/context numbers of one layer.
 
@@ -216,6 +264,10 @@ def analyse_layer(
             function's time); resamples skip it (``incoherence_random`` is nan).
         incoherence_k: the dimension of the compared subspaces (default ``pos_rank95``);
             resamples pass the whole corpus's, so every draw compares the same dimension.
+        groups: the layer's positional estimates per group of contexts, for the numbers
+            with the noise removed (None: those are None).
+        noise_rank: r for the noise-corrected numbers (default: found from the noise
+            floor); resamples pass the whole corpus's.
 
     Returns:
         The layer's results; deterministic for a given seed.
@@ -231,14 +283,16 @@ def analyse_layer(
     rank95 = spectra.energy_rank(svals, 0.95)
     gram = spectra.gram_matrix(pos)
     k = rank95 if incoherence_k is None else incoherence_k
-    inc = incoherence.incoherence(pos, ctx, k, seed=seed, pos_svd=(svals, vt), baseline=baseline)
+    _, ctx_values, ctx_vt = np.linalg.svd(ctx, full_matrices=False)
+    ctx_svd = (ctx_values, ctx_vt)
+    inc = incoherence.incoherence(pos, ctx, k, seed, (svals, vt), baseline, ctx_svd)
     coherence = incoherence.vector_coherence(pos, ctx, seed)
 
-    clusters = None if labels is None else context_clusters.context_clusters(ctx, labels, seed)
-    n_labels = None
-    if labels is not None:
-        n_labels = len(np.unique(context_clusters.encode_labels(labels, stats.n_contexts)))
-
+    noise_free = (
+        None
+        if groups is None
+        else position_noise.corrected(groups, ctx, seed, noise_rank, baseline, ctx_svd)
+    )
     return LayerDecomposition(
         layer=int(stats.layer),
         skip_first=bool(stats.skip_first),
@@ -265,11 +319,55 @@ def analyse_layer(
         coherence_mean=coherence.mean_cos,
         coherence_random_max=coherence.random_max_cos,
         coherence_random_mean=coherence.random_mean_cos,
-        n_labels=n_labels,
-        ctx_cos_within=None if clusters is None else clusters.cos_within,
-        ctx_cos_between=None if clusters is None else clusters.cos_between,
-        ctx_cluster_ari=None if clusters is None else clusters.ari,
+        **_label_fields(ctx, labels, stats.n_contexts, seed),
+        pos_low_freq_energy=spectra.low_freq_energy(pos @ pos.T),
+        **_corrected_fields(noise_free),
     )
+
+
+def _label_fields(
+    ctx: npt.NDArray[np.float64], labels: Labels | None, n_contexts: int, seed: int
+) -> dict[str, Any]:
+    """The ``LayerDecomposition`` fields of the context vectors' document labels (None
+    without labels): how many labels, |cos| within and between them, k-means ARI."""
+    out: dict[str, Any] = dict.fromkeys(
+        ("n_labels", "ctx_cos_within", "ctx_cos_between", "ctx_cluster_ari")
+    )
+    if labels is None:
+        return out
+    out["n_labels"] = len(np.unique(context_clusters.encode_labels(labels, n_contexts)))
+    clusters = context_clusters.context_clusters(ctx, labels, seed)
+    if clusters is not None:
+        out["ctx_cos_within"], out["ctx_cos_between"] = clusters.cos_within, clusters.cos_between
+        out["ctx_cluster_ari"] = clusters.ari
+    return out
+
+
+def _corrected_fields(found: CorrectedPositions | None) -> dict[str, Any]:
+    """The ``LayerDecomposition`` fields of the noise-corrected numbers (none: empty)."""
+    if not found:
+        return {}
+    noise = found.noise or {}
+    return {
+        "pos_noise_share": found.noise_share,
+        "pos_contexts_needed": found.contexts_needed,
+        "pos_rank_corrected": found.rank,
+        "pos_eigen_floor": found.floor,
+        "pos_rank95_corrected": found.rank95,
+        "pos_stable_rank_corrected": found.stable_rank,
+        "pos_low_freq_energy_corrected": found.low_freq_energy,
+        "pos_singular_values_corrected": found.singular_values[:N_SINGULAR_VALUES],
+        "pos_low_freq_corrected": found.low_freq,
+        "pos_smoothness_corrected": found.smoothness,
+        "coherence_max_corrected": found.coherence_max,
+        "coherence_mean_corrected": found.coherence_mean,
+        "incoherence_mean_corrected": found.incoherence_mean,
+        **{
+            f"pos_{key}_noise": noise.get(key)
+            for key in ("rank95", "stable_rank", "low_freq", "low_freq_energy")
+        },
+        **{f"{key}_noise": noise.get(key) for key in ("coherence_max", "incoherence_mean")},
+    }
 
 
 def analyse_layers(
@@ -278,7 +376,8 @@ def analyse_layers(
     skip_first: bool = False,
     seed: int = 0,
 ) -> list[LayerDecomposition]:
-    """``analyse_layer`` over every layer of a complete accumulator, in its layer order.
+    """``analyse_layer`` over every layer of a complete accumulator, in its layer order,
+    with the noise-corrected numbers where the accumulator keeps interval groups.
 
     Args:
         acc: the accumulator after every context has been seen once.
@@ -287,6 +386,11 @@ def analyse_layers(
         seed: seed of the random baseline and of k-means.
     """
     return [
-        analyse_layer(acc.finalize(layer, skip_first=skip_first), labels, seed)
+        analyse_layer(
+            acc.finalize(layer, skip_first=skip_first),
+            labels,
+            seed,
+            groups=position_noise.group_positions(acc, layer, skip_first),
+        )
         for layer in acc.layers
     ]

@@ -31,12 +31,27 @@ from typing import Any
 import numpy as np
 import scipy.stats
 
+from geomlens.analyses import position_noise
 from geomlens.analyses.decomposition import Labels, analyse_layer, relative_norms
 from geomlens.stats.decomposition import DecompositionAccumulator
 from geomlens.stats.rounding import sig
 
 N_DRAWS = 30
 """Half-samples of the context groups (each redoes every layer's analysis)."""
+
+CORRECTED = (
+    "pos_noise_share",
+    "pos_low_freq_energy_corrected",
+    "pos_rank95_corrected",
+    "pos_stable_rank_corrected",
+    "pos_low_freq_corrected",
+    "pos_smoothness_corrected",
+    "coherence_max_corrected",
+    "coherence_mean_corrected",
+    "incoherence_mean_corrected",
+)
+"""The noise-corrected numbers that get an interval (each draw projects onto the whole
+corpus's r directions; the noise floors are not resampled)."""
 
 RESAMPLED = (
     "share_pos",
@@ -47,6 +62,7 @@ RESAMPLED = (
     "pos_rank95",
     "pos_stable_rank",
     "pos_low_freq",
+    "pos_low_freq_energy",
     "pos_smoothness",
     "coherence_max",
     "coherence_mean",
@@ -56,6 +72,7 @@ RESAMPLED = (
     "incoherence_mean",
     "rel_norm_pos",
     "rel_norm_pos_centred",
+    *CORRECTED,
 )
 """The per-layer numbers that get an interval."""
 
@@ -67,6 +84,13 @@ BOUNDS = {
     **{key: UNIT for key in ("share_pos", "share_ctx", "share_resid", "pos_explained")},
     **{key: UNIT for key in ("pos_low_freq", "coherence_max", "coherence_mean")},
     "incoherence_mean": UNIT,
+    **{key: UNIT for key in ("pos_noise_share", "pos_low_freq_corrected")},
+    **{key: UNIT for key in ("pos_low_freq_energy", "pos_low_freq_energy_corrected")},
+    **{key: UNIT for key in ("coherence_max_corrected", "coherence_mean_corrected")},
+    "incoherence_mean_corrected": UNIT,
+    "pos_rank95_corrected": (0.0, float("inf")),
+    "pos_stable_rank_corrected": (0.0, float("inf")),
+    "pos_smoothness_corrected": (0.0, float("inf")),
     **{key: UNIT for key in ("ctx_cos_within", "ctx_cos_between")},
     "ctx_cluster_ari": (-1.0, 1.0),
     "pos_rank": (0.0, float("inf")),
@@ -119,35 +143,51 @@ def sketch_corrections(
     return out
 
 
-def _draw_numbers(
+def _layer_draws(
     acc: DecompositionAccumulator,
-    weights: np.ndarray,
+    layer: int,
+    draws: np.ndarray,
     labels: Labels | None,
-    whole: list[dict[str, Any]],
+    full: dict[str, Any],
     seed: int,
-    corrections: dict[int, dict[str, float]],
-) -> dict[int, dict[str, float]]:
-    """layer -> every resampled number of one draw (``whole``: the whole-corpus rows).
+    corrections: dict[str, float],
+) -> list[dict[str, float]]:
+    """Every resampled number of one layer, one dict per draw (``full``: the whole-corpus
+    row of the layer).
 
     The principal-angle incoherence compares subspaces of the whole corpus's dimension;
     a draw whose contexts span fewer dimensions leaves it out (undefined there). The
-    relative norms are sketch estimates times ``corrections`` (absent without one)."""
-    out = {}
-    for layer, full in zip(acc.layers, whole, strict=True):
-        stats, rows = acc.resample(layer, weights, bool(full["skip_first"]))
+    relative norms are sketch estimates times ``corrections`` (absent without one). The
+    noise-corrected numbers project onto the whole corpus's r directions."""
+    skip = bool(full["skip_first"])
+    rank = full.get("pos_rank_corrected")  # the whole corpus's r; none: nothing to redo
+    groups = None if rank is None else position_noise.group_positions(acc, layer, skip)
+    k = full.get("incoherence_k")
+    out = []
+    for weights in draws:
+        stats, rows = acc.resample(layer, weights, skip)
         drawn = None if labels is None else [labels[r] for r in rows]
-        k = full.get("incoherence_k")
-        row = analyse_layer(stats, drawn, seed, baseline=False, incoherence_k=k).to_dict()
+        row = analyse_layer(
+            stats,
+            drawn,
+            seed,
+            baseline=False,
+            incoherence_k=k,
+            groups=None if groups is None else groups.subset(np.asarray(weights) > 0),
+            noise_rank=rank,
+        ).to_dict()
         if row.get("incoherence_k") != k:
             row["incoherence_mean"] = None
         for key in SKETCHED:
-            factor = corrections.get(layer, {}).get(key)
+            factor = corrections.get(key)
             row[key] = None if factor is None or row.get(key) is None else row[key] * factor
-        out[layer] = {
-            key: row[key]
-            for key in RESAMPLED
-            if isinstance(row.get(key), (int, float)) and np.isfinite(row[key])
-        }
+        out.append(
+            {
+                key: row[key]
+                for key in RESAMPLED
+                if isinstance(row.get(key), (int, float)) and np.isfinite(row[key])
+            }
+        )
     return out
 
 
@@ -201,10 +241,12 @@ def decomposition_intervals(
             "positional sums too large for the memory budget)",
         }
     corrections = sketch_corrections(acc, rows)
-    per_draw = [
-        _draw_numbers(acc, weights, labels, rows, seed, corrections)
-        for weights in group_draws(acc.groups, n_draws, seed)
-    ]
+    draws = group_draws(acc.groups, n_draws, seed)
+    per_draw: list[dict[int, dict[str, float]]] = [{} for _ in draws]
+    for layer, row in zip(acc.layers, rows, strict=True):
+        of_layer = _layer_draws(acc, layer, draws, labels, row, seed, corrections.get(layer, {}))
+        for numbers, one in zip(per_draw, of_layer, strict=True):
+            numbers[layer] = one
     layers = {}
     for layer, row in zip(acc.layers, rows, strict=True):
         layers[str(layer)] = {

@@ -111,6 +111,7 @@ def incoherence(
     seed: int = 0,
     pos_svd: tuple[Array, Array] | None = None,
     baseline: bool = True,
+    ctx_svd: tuple[Array, Array] | None = None,
 ) -> Incoherence:
     """Principal angles between the top-k directions of ``pos`` and of ``ctx``.
 
@@ -122,6 +123,7 @@ def incoherence(
         pos_svd: (singular values, Vt) of ``pos`` when already computed.
         baseline: draw the random baseline (most of the time taken); when False its
             field is nan (resamples compare with the whole corpus's baseline).
+        ctx_svd: (singular values, Vt) of ``ctx`` when already computed.
     """
     pos = np.asarray(pos, dtype=np.float64)
     ctx = np.asarray(ctx, dtype=np.float64)
@@ -129,7 +131,10 @@ def incoherence(
         _, s_pos, vt_pos = np.linalg.svd(pos, full_matrices=False)
     else:
         s_pos, vt_pos = pos_svd
-    _, s_ctx, vt_ctx = np.linalg.svd(ctx, full_matrices=False)
+    if ctx_svd is None:
+        _, s_ctx, vt_ctx = np.linalg.svd(ctx, full_matrices=False)
+    else:
+        s_ctx, vt_ctx = ctx_svd
     k = min(k, numerical_rank(s_pos, pos.shape), numerical_rank(s_ctx, ctx.shape))
     if k <= 0:
         return Incoherence(0, math.nan, math.nan, math.nan)

@@ -2,7 +2,9 @@
 
 Rank (ScreeNOT, stable rank, 95% energy), explained ratio, and the Gram matrix of the
 normalised positional vectors with its two-dimensional DCT-II (low-frequency share,
-smoothness), as in Song & Zhong (2023).
+smoothness), as in Song & Zhong (2023); and the share of the positional energy in the low
+frequencies over positions, which an unbiased Gram estimate keeps unbiased
+(``low_freq_energy``, see ``analyses.position_noise``).
 """
 
 from __future__ import annotations
@@ -181,6 +183,28 @@ def low_freq_share(gram: Array, fraction: float = 0.1) -> float:
     k = n_low_frequencies(coef.shape[0], fraction)
     total = float(np.sum(coef**2))
     return float(np.sum(coef[:k, :k] ** 2)) / total if total > 0 else math.nan
+
+
+def low_freq_energy(gram: Array, fraction: float = 0.1) -> float:
+    """Share of the positional energy in the lowest ``ceil(fraction * T')`` frequencies
+    over positions, from the unnormalised Gram matrix ``G = P P^T``:
+    ``tr(F_low^T G F_low) / tr(G)`` (F the orthonormal DCT-II basis). Linear in G, so an
+    unbiased estimate of G gives unbiased numerator and denominator; cut to [0, 1].
+
+    Args:
+        gram: [T', T'] P P^T (or an estimate of it).
+        fraction: share of the frequencies counted as low.
+
+    Returns:
+        A number in [0, 1] (nan when tr(G) <= 0).
+    """
+    gram = np.asarray(gram, dtype=np.float64)
+    total = float(np.trace(gram))
+    if not total > 0:
+        return math.nan
+    n = gram.shape[0]
+    low = dct_basis(n)[:, : n_low_frequencies(n, fraction)]
+    return min(max(float(np.sum((gram @ low) * low)) / total, 0.0), 1.0)
 
 
 def smoothness(gram: Array) -> float:

@@ -2,7 +2,8 @@
 
 Joins capture, the pure analyses and the figures: both views of position 0 are computed
 (the chosen one is primary), numbers go to ``metrics.json`` under "decomposition", the
-first 64 singular values of each positional part to ``decomposition_spectra.json``, and
+first 64 singular values of each positional part to ``decomposition_spectra.json`` (the
+noise-free ones under ``*_corrected``), and
 figures to ``figures/``.
 """
 
@@ -44,6 +45,7 @@ def layer_rows(results: list[LayerDecomposition]) -> list[dict[str, Any]]:
     for r in results:
         row = r.to_dict()
         row.pop("pos_singular_values")
+        row.pop("pos_singular_values_corrected")
         rows.append(row)
     return rows
 
@@ -170,6 +172,15 @@ def analyse_decomposition(skip_first: bool, seed: int):  # type: ignore[no-untyp
             }
             for results in (primary, other)
         }
+        spectra.update(  # the noise-free spectra (sqrt of K's eigenvalues), where measured
+            {
+                ("skip_first" if results[0].skip_first else "all_positions") + "_corrected": {
+                    str(r.layer): list(r.pos_singular_values_corrected or ()) for r in results
+                }
+                for results in (primary, other)
+                if results[0].pos_singular_values_corrected is not None
+            }
+        )
         write_json(folder.path / "decomposition_spectra.json", spectra)
         attention_figures: list[tuple[Any, str]] = []
         skip_view = primary if skip_first else other

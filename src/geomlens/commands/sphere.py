@@ -36,6 +36,7 @@ from geomlens.commands.result import Result
 from geomlens.corpus import Windows, load_corpus
 from geomlens.corpus.tokenized import document_ids
 from geomlens.errors import GeomlensError, short_list
+from geomlens.extras import used
 from geomlens.io.progress import Step, StepLines, quiet
 from geomlens.io.runfolder import Run, RunFolder, write_json
 from geomlens.models.loading import load_configured
@@ -110,17 +111,20 @@ def sphere_figures(
     top: sph.TopTokens,
     probe: head_probe.HeadProbe,
     traj: lens.Trajectory,
-    map3: lens.TrajectoryMap,
+    map3: lens.TrajectoryMap | None,
     tokens: list[str],
 ) -> None:
     """Every sphere figure into ``out``, drawn in a forked process (see
-    ``rendered_in_background``): the report draws them while its next stage runs."""
+    ``rendered_in_background``): the report draws them while its next stage runs. Without
+    ``map3`` (umap-learn not installed) the trajectory map is left out."""
     with rendered_in_background():
         save_later(figs.radius_figure(orient.layers), out / "sphere_radius.png")
         save_later(figs.cosine_figure(orient.cosines), out / "sphere_cosines.png")
         save_later(figs.top_tokens_figure(top), out / "sphere_top_tokens.png")
         save_later(figs.self_attention_figure(probe), out / "sphere_heads.png")
         save_later(figs.lens_figure(traj), out / "sphere_lens.png")
+        if map3 is None:
+            return
         save_later(figs.trajectory_figure_3d(map3, traj, tokens), out / "sphere_trajectory.html")
         save_later(figs.trajectory_figure_2d(map3, traj, tokens), out / "sphere_trajectory.png")
 
@@ -162,7 +166,8 @@ def analyse_sphere(
         identity = sph.identity_result(stats, n_id, config.dtype)
         orient = sph.orientation(view, stats)
         counts = corpus_counts(view, config.corpus)
-        top = sph.top_tokens(view, tokens, counts, zipf=english_zipf(tokens), seed=config.seed)
+        zipf = english_zipf(tokens) if used("wordfreq") else None
+        top = sph.top_tokens(view, tokens, counts, zipf=zipf, seed=config.seed)
 
         step("head probe")
         layers = probe_layers if probe_layers is not None else head_probe.default_probe_layers(view)
@@ -186,7 +191,7 @@ def analyse_sphere(
             h_last=hidden[view.n_layers][-1],
         )
         map3 = None
-        if drawn():  # the map only feeds the trajectory figures
+        if drawn() and used("umap"):  # the map only feeds the trajectory figures
             step("UMAP of the trajectory")
             map3 = trajectory_map(view, hidden, prompt_ids, config.seed)
         umap = None if map3 is None else umap_record(map3, config.seed)
@@ -212,6 +217,7 @@ def analyse_sphere(
         write_json(folder.path / "sphere_ffn.json", ffn.tables_dict())
         if map3 is not None:
             write_json(folder.path / "sphere_umap.json", map3.to_dict())
+        if drawn():
             sphere_figures(folder.path / "figures", orient, top, probe, traj, map3, tokens)
 
     return analyse
