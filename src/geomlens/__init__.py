@@ -1,34 +1,56 @@
 """geomlens: the geometry of pretrained transformer language models.
 
-Entry points: ``load_model`` (a ``ModelView`` of any supported model), ``load_corpus``
+Entry points: ``load_model`` (a ``ModelView`` of any supported model), ``activations``
+(hidden states, attention and logits of texts in memory, no run folder), ``load_corpus``
 and ``make_windows`` (C x T token windows), ``open_run`` (a run folder read back), and
-one function per command, each returning a ``Result`` (numbers, figures, run folder):
-``capture``, ``decompose``, ``sphere``, ``walk``, ``concepts``, ``report`` (see
+one function per command, each returning a ``Result`` (numbers, tables, figures, run
+folder): ``capture``, ``decompose``, ``sphere``, ``walk``, ``concepts``, ``report`` (see
 ``geomlens.api`` and docs/python_api.md).
 
-``geomlens.capture``, ``geomlens.concepts`` and ``geomlens.report`` are both the
+``import geomlens`` loads neither torch nor transformers: each name below is imported the
+first time it is used (``LAZY``), so ``geomlens --help`` and ``geomlens models`` start at
+once. ``geomlens.capture``, ``geomlens.concepts`` and ``geomlens.report`` are both the
 subpackages of those names and callable as the API functions: see ``geomlens.api.modules``.
 """
 
 from typing import TYPE_CHECKING
 
-from geomlens.api.commands import decompose, sphere, walk
 from geomlens.api.modules import install
-from geomlens.commands.result import Result, open_result
-from geomlens.corpus import load_corpus, make_windows
 from geomlens.errors import GeomlensError
-from geomlens.io.runfolder import open_run
-from geomlens.models import ModelView, load_model
 
-install(__name__)
+LAZY = {
+    "Activations": "geomlens.api.text_activations",
+    "activations": "geomlens.api.text_activations",
+    "decompose": "geomlens.api.commands",
+    "sphere": "geomlens.api.commands",
+    "walk": "geomlens.api.commands",
+    "Result": "geomlens.commands.result",
+    "open_result": "geomlens.commands.result",
+    "load_corpus": "geomlens.corpus",
+    "make_windows": "geomlens.corpus",
+    "open_run": "geomlens.io.runfolder",
+    "ModelView": "geomlens.models",
+    "load_model": "geomlens.models",
+}
+"""Public name -> the module it is imported from on first use."""
+
+install(__name__, LAZY)
 
 if TYPE_CHECKING:  # at run time these names are the subpackages, callable as these functions
     from geomlens.api import capture, concepts, report
+    from geomlens.api.commands import decompose, sphere, walk
+    from geomlens.api.text_activations import Activations, activations
+    from geomlens.commands.result import Result, open_result
+    from geomlens.corpus import load_corpus, make_windows
+    from geomlens.io.runfolder import open_run
+    from geomlens.models import ModelView, load_model
 
 __all__ = [
+    "Activations",
     "GeomlensError",
     "ModelView",
     "Result",
+    "activations",
     "capture",
     "concepts",
     "decompose",

@@ -1,28 +1,24 @@
 """The ``geomlens`` command: each command's arguments and ``main`` live in its module in
-``geomlens.commands``; this assembles them, dispatches, and turns errors into sentences."""
+``geomlens.commands``; this assembles them, dispatches, and turns errors into sentences.
+
+Only the module of the command on the line is imported, so ``geomlens --help`` loads neither
+torch nor transformers."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 from types import ModuleType
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
-from geomlens.commands import (
-    arithmetic,
-    capture,
-    compare,
-    concepts,
-    data,
-    decompose,
-    models,
-    report,
-    sphere,
-    walk,
-)
-from geomlens.commands.options import capture_config, engine_config  # noqa: F401 (tests use)
+from geomlens.commands import HELP
 from geomlens.errors import GeomlensError, one_line, os_error_sentence
+
+if TYPE_CHECKING:
+    from geomlens.capture.capture import CaptureConfig
+    from geomlens.engines import EngineConfig
 
 
 class UsageError(GeomlensError):
@@ -36,23 +32,28 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see `{self.prog} --help`).")
 
 
-COMMANDS: dict[str, ModuleType] = {
-    "models": models,
-    "capture": capture,
-    "decompose": decompose,
-    "walk": walk,
-    "sphere": sphere,
-    "arithmetic": arithmetic,
-    "concepts": concepts,
-    "data": data,
-    "report": report,
-    "compare": compare,
-}
-"""``geomlens <name>`` -> its module in ``geomlens.commands``: ``HELP`` (one line),
-``add_arguments(parser)`` and ``main(args) -> exit code``. A new command is one line here."""
+COMMANDS: tuple[str, ...] = tuple(HELP)
+"""``geomlens <name>``: each is the module ``geomlens.commands.<name>`` with ``HELP`` (one
+line, also in ``geomlens.commands.HELP``), ``add_arguments(parser)`` and ``main(args) -> exit
+code``. A new command is one line in ``geomlens.commands.HELP``."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_module(name: str) -> ModuleType:
+    """The module of ``geomlens <name>``, imported now (it may load torch)."""
+    return importlib.import_module(f"geomlens.commands.{name}")
+
+
+def chosen_command(argv: Sequence[str]) -> str | None:
+    """The command a command line names: its first word that is not an option (the
+    top-level options take no values), or None."""
+    first = next((a for a in argv if not a.startswith("-")), None)
+    return first if first in HELP else None
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of ``geomlens``. With ``argv``, only the command it names gets its
+    arguments (only that module is imported: ``geomlens --help`` imports none); without,
+    every command gets them."""
     parser = Parser(
         prog="geomlens", description="Measure the geometry of pretrained transformer models."
     )
@@ -62,9 +63,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="show the traceback of an internal error (accepted anywhere on the line)",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    for name, module in COMMANDS.items():
-        module.add_arguments(sub.add_parser(name, help=module.HELP))
+    chosen = chosen_command(argv) if argv is not None else None
+    for name, line in HELP.items():
+        command = sub.add_parser(name, help=line)
+        if argv is None or name == chosen:
+            command_module(name).add_arguments(command)
     return parser
+
+
+def capture_config(args: argparse.Namespace) -> CaptureConfig:
+    """The capture config the capture options of ``args`` make (see ``commands.options``)."""
+    from geomlens.commands.options import capture_config as make
+
+    return make(args)
+
+
+def engine_config(args: argparse.Namespace) -> EngineConfig:
+    """The engine config the capture options of ``args`` make (see ``commands.options``)."""
+    from geomlens.commands.options import engine_config as make
+
+    return make(args)
 
 
 MAX_MESSAGE = 500
@@ -88,8 +106,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args_list
     try:
-        args = build_parser().parse_args([a for a in args_list if a != "--debug"])
-        return int(COMMANDS[args.command].main(args))
+        argv = [a for a in args_list if a != "--debug"]
+        args = build_parser(argv).parse_args(argv)
+        return int(command_module(args.command).main(args))
     except GeomlensError as exc:
         print(f"geomlens: error: {bounded(str(exc))}", file=sys.stderr)
         return 2

@@ -8,7 +8,8 @@ command line, so a run made one way is reused the other way.
 
 Arguments only Python can give: ``view``, a model already loaded (``geomlens.load_model``)
 for the same ``model``, so several calls load it once (``walk`` needs it loaded with
-``attention="eager"``); ``progress`` is the CLI's ``--quiet`` the other way round.
+``attention="eager"``); ``progress`` is the CLI's ``--quiet`` the other way round; ``corpus``
+may be a list of texts in memory (``geomlens.api.memory_corpus``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any, Literal, TypedDict, TypeVar, Unpack, get_type_hints
 
 from geomlens.api.checks import checked
+from geomlens.api.memory_corpus import corpus_name
 from geomlens.commands.result import Result
 from geomlens.errors import GeomlensError
 from geomlens.models.view import ModelView
@@ -34,7 +36,7 @@ class CaptureOptions(TypedDict, total=False):
     line's capture options). Their defaults are ``CAPTURE_DEFAULTS``."""
 
     model: str | Path
-    corpus: str | Path
+    corpus: str | Path | Sequence[str]
     contexts: int
     length: int
     layers: Sequence[int] | None
@@ -118,7 +120,8 @@ def with_options(arguments: dict[str, Any]) -> dict[str, Any]:
     """A function's ``locals()``: its own arguments, and its ``options`` over
     ``CAPTURE_DEFAULTS``, as one dict (what the configs' ``.of`` read)."""
     own = {k: v for k, v in arguments.items() if k != "options"}
-    return {**CAPTURE_DEFAULTS, **arguments.get("options", {}), **own}
+    merged = {**CAPTURE_DEFAULTS, **arguments.get("options", {}), **own}
+    return {**merged, "corpus": corpus_name(merged["corpus"])}
 
 
 @checked
@@ -132,7 +135,7 @@ def capture(
 
     Args:
         model: bundled name, folder, .gguf or HF id.
-        corpus: "bbc", a folder of .txt files or a .jsonl file.
+        corpus: "bbc", a folder of .txt files, a .jsonl file, or a list of texts.
         contexts: C, the number of windows.
         length: T, tokens per window.
         layers: hidden-state layers kept (None: all).

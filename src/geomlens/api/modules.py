@@ -54,7 +54,8 @@ def make_callable(module: types.ModuleType) -> None:
 
 class Package(types.ModuleType):
     """The ``geomlens`` package: submodules named in ``CALLABLE`` become callable as the
-    import system sets them on it."""
+    import system sets them on it, and the names of its ``__lazy__`` table (name -> module)
+    are imported from their modules on first access."""
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in CALLABLE and isinstance(value, types.ModuleType):
@@ -64,13 +65,20 @@ class Package(types.ModuleType):
     def __getattr__(self, name: str) -> Any:  # only for names not set yet
         if name in CALLABLE:
             return importlib.import_module(f"{self.__name__}.{name}")
+        lazy = self.__dict__.get("__lazy__", {})
+        if name in lazy:
+            value = getattr(importlib.import_module(lazy[name]), name)
+            super().__setattr__(name, value)
+            return value
         raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}")
 
 
-def install(package_name: str) -> None:
-    """Make the package ``package_name`` a ``Package`` and convert what it already holds."""
+def install(package_name: str, lazy: dict[str, str] | None = None) -> None:
+    """Make the package ``package_name`` a ``Package`` whose names in ``lazy`` (name ->
+    module) are imported on first access, and convert what it already holds."""
     package = sys.modules[package_name]
     package.__class__ = Package
+    package.__dict__["__lazy__"] = dict(lazy or {})
     for name in CALLABLE:
         module = sys.modules.get(f"{package_name}.{name}")
         if module is not None:

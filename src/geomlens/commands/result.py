@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -12,6 +13,7 @@ from geomlens.errors import GeomlensError
 from geomlens.io.runfolder import Run, open_run
 
 if TYPE_CHECKING:
+    import pandas as pd
     import plotly.graph_objects as go
 
 
@@ -60,6 +62,45 @@ def headline(metrics: dict[str, Any]) -> list[tuple[str, Any]]:
     return found
 
 
+ROW_KEYS = ("layer", "block")
+"""A list of dicts whose first row has one of these keys is a per-layer (or per-block) table."""
+
+PREFERRED = ("decomposition", "capture")
+"""The table ``Result.layers()`` gives when none is named, first found first."""
+
+
+def layer_tables(metrics: dict[str, Any], path: str = "") -> dict[str, list[dict[str, Any]]]:
+    """Every per-layer table in ``metrics``, by its path of keys joined with "/" (e.g.
+    "decomposition/layers", "decomposition/other_view/layers", "capture/layers")."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for key, value in metrics.items():
+        where = f"{path}/{key}" if path else str(key)
+        if isinstance(value, dict):
+            found.update(layer_tables(value, where))
+        elif (
+            isinstance(value, list)
+            and value
+            and isinstance(value[0], dict)
+            and any(k in value[0] for k in ROW_KEYS)
+        ):
+            found[where] = value
+    return found
+
+
+def pandas() -> Any:
+    """The pandas module, or one sentence saying how to install it."""
+    from geomlens.extras import available, install_hint
+
+    if not available("pandas"):
+        raise GeomlensError(
+            f"per-layer tables are pandas DataFrames, and pandas is not installed: "
+            f"{install_hint('pandas')}."
+        )
+    import pandas
+
+    return pandas
+
+
 def _cell(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
@@ -75,10 +116,12 @@ class Result:
         folder: the run folder (``manifest.json``, ``metrics.json``, ``figures/``, ...).
         metrics: every number, as in ``metrics.json``.
 
-    ``figures`` (plotly figures by name, built on first use from the folder's saved
-    numbers and figures), ``images`` (static PNGs by name), ``summary()`` (the lines the
-    command line prints) and ``run`` (the ``Run`` with its manifest and statistics)
-    complete it; in a notebook the result shows as a table of headline numbers followed
+    ``layers()`` (a per-layer table as a pandas DataFrame, the metric glossary as its
+    column descriptions), ``figures`` (plotly figures by name, built on first use from the
+    folder's saved numbers and figures), ``images`` (static PNGs by name), ``summary()``
+    (the lines the command line prints) and ``run`` (the ``Run`` with its manifest and
+    statistics) complete it; in a notebook the result shows as a table of headline numbers
+    followed
     by its figures.
     """
 
@@ -127,6 +170,45 @@ class Result:
         """A few numbers that say what the run found, as (label, value) pairs."""
         return headline(self.metrics)
 
+    def tables(self) -> list[str]:
+        """The names of the run's per-layer tables, for ``layers(name)``."""
+        return list(layer_tables(self.metrics))
+
+    def layers(self, name: str | None = None) -> pd.DataFrame:
+        """A per-layer table of the run as a pandas DataFrame, one row per layer.
+
+        ``name`` is one of ``tables()`` ("decomposition/layers", "capture/layers", ...);
+        by default the decomposition's primary view, else the capture's. Each column's
+        meaning (the metric glossary, ``geomlens.report.glossary``) is in
+        ``df.attrs["descriptions"]`` (column -> sentence); ``glossary(df.columns)`` gives
+        them as a table.
+        """
+        pd = pandas()
+        tables = layer_tables(self.metrics)
+        if not tables:
+            raise GeomlensError(f"the {self.command} run in {self.folder} has no per-layer table.")
+        if name is None:
+            preferred = [f"{p}/layers" for p in PREFERRED if f"{p}/layers" in tables]
+            name = preferred[0] if preferred else next(iter(tables))
+        if name not in tables:
+            raise GeomlensError(
+                f"the {self.command} run has no table {name!r}; it has {', '.join(tables)}."
+            )
+        frame = pd.DataFrame(tables[name])
+        frame.attrs["table"] = name
+        frame.attrs["descriptions"] = self.glossary(frame.columns).to_dict()
+        return frame
+
+    def glossary(self, keys: Iterable[str] | None = None) -> pd.Series:
+        """What each metric key means (one sentence each), as a pandas Series indexed by
+        key: of ``keys``, or of every column of every per-layer table of the run."""
+        from geomlens.report.glossary import descriptions
+
+        pd = pandas()
+        if keys is None:
+            keys = dict.fromkeys(k for rows in layer_tables(self.metrics).values() for k in rows[0])
+        return pd.Series(descriptions(list(keys)), name="description", dtype=object)
+
     def _repr_html_(self) -> str:
         rows = [("command", self.command), ("folder", str(self.folder)), *self.headline()]
         body = "".join(
@@ -135,8 +217,8 @@ class Result:
         )
         parts = [f"<table>{body}</table>"]
         for i, (name, fig) in enumerate(self.figures.items()):
-            # plotly.js once, from its CDN, with the first figure; the others reuse it.
-            plot = fig.to_html(include_plotlyjs="cdn" if i == 0 else False, full_html=False)
+            # plotly.js once, inlined with the first figure (works offline); the others reuse it.
+            plot = fig.to_html(include_plotlyjs=i == 0, full_html=False)
             parts.append(f"<div title='{html.escape(name)}'>{plot}</div>")
         return "".join(parts)
 
