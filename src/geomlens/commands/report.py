@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import shutil
 import sys
 import time
@@ -23,14 +24,22 @@ from importlib import resources
 from pathlib import Path
 from typing import ClassVar
 
-from geomlens.capture.capture import CaptureConfig
+from geomlens.capture.capture import CaptureConfig, check_length, resolve_layers
 from geomlens.commands import lifecycle, sphere
 from geomlens.commands.capture import Analysis, CaptureRunConfig, run_command, tap_factory
 from geomlens.commands.decompose import analyse_decomposition
 from geomlens.commands.options import add_capture_options, capture_options, finished
 from geomlens.commands.result import Result
-from geomlens.commands.sphere import DEFAULT_PROMPT, analyse_sphere, load_nouns
-from geomlens.commands.walk import KERNEL_WINDOWS, TOP_K, analyse_walk, default_text
+from geomlens.commands.sphere import DEFAULT_PROMPT, analyse_sphere, check_prompt, load_nouns
+from geomlens.commands.walk import (
+    KERNEL_WINDOWS,
+    TOP_K,
+    analyse_walk,
+    check_generate,
+    default_text,
+    encode_text,
+    read_text_file,
+)
 from geomlens.corpus import Windows
 from geomlens.engines import EngineConfig
 from geomlens.errors import GeomlensError
@@ -136,15 +145,16 @@ def staged(stages: list[tuple[str, str, StageFactory]], progress: bool) -> Stage
     return analyse
 
 
-def walk_stage(seed: int, generate: int, step: Step) -> Stage:
-    """The walk analyses under eager attention (its kernels read attention weights)."""
+def walk_stage(seed: int, generate: int, step: Step, text: str | None = None) -> Stage:
+    """The walk analyses under eager attention (its kernels read attention weights), on
+    ``text`` (None: the packaged prompt, ``default_text``)."""
 
     def analyse(
         folder: RunFolder, view: ModelView, windows: Windows, acc: DecompositionAccumulator
     ) -> None:
         n = generate if view.generates else 0
         with eager_attention(view):
-            walk = analyse_walk(default_text(), n, TOP_K, KERNEL_WINDOWS, seed, step)
+            walk = analyse_walk(text or default_text(), n, TOP_K, KERNEL_WINDOWS, seed, step)
             walk(folder, view, windows, acc)
 
     return analyse
@@ -200,10 +210,43 @@ def concepts_stage(
     return analyse
 
 
+def preflight(
+    view: ModelView, config: CaptureConfig, text: str | None, task: str | None, limit: int
+) -> None:
+    """Every check the stages make against the model's positions, made before the capture
+    (and before the run folder is made): the windows' length and layers, the walk text with
+    its generated tokens, the sphere's prompt, and each concept item's context with its
+    longest answer."""
+    check_length(view, config.length)
+    resolve_layers(view, config.layers)
+    try:
+        ids, _ = encode_text(view, text if text is not None else default_text())
+    except GeomlensError as exc:
+        if text is not None:
+            raise
+        raise GeomlensError(
+            str(exc).replace(
+                "give a shorter text.",
+                "give a shorter one with --text or --text-file (the default is a packaged "
+                "few-shot prompt).",
+            )
+        ) from None
+    check_generate(view, len(ids), WALK_GENERATE if view.generates else 0)
+    check_prompt(view, DEFAULT_PROMPT)
+    if view.generates:
+        from geomlens.commands.concepts import DEFAULT_TASK
+        from geomlens.concepts.baseline import prepare
+        from geomlens.concepts.tasks import load_task
+
+        loaded = load_task(task or default_task(DEFAULT_TASK))
+        prepare(view, loaded, loaded.take(limit), 0, config.seed)  # tokenisation only
+
+
 def run_report(
     config: CaptureConfig,
     out: str | Path,
     *,
+    text: str | None = None,
     task: str | None = None,
     limit: int = CONCEPT_LIMIT,
     skip_first: bool = False,
@@ -218,6 +261,7 @@ def run_report(
     Args:
         config: the capture config (second moments are switched on).
         out: the run folder.
+        text: the text of the walk stage (None: the packaged few-shot prompt).
         task: the multiple-choice task of the concept tests (None: the default task).
         limit: items of that task scored.
         skip_first: the primary view of position 0 (both views are computed and shown).
@@ -235,11 +279,15 @@ def run_report(
         load_task(task)
     config = dataclasses.replace(config, second_moment=True)
     config.validate()
-    # One command per folder, from loading the model to writing report.html.
+    if view is None:
+        view = load_configured(config)
+    preflight(view, config, text, task, limit)  # no forward pass, no run folder before it
+    # One command per folder, from the capture to writing report.html.
     with lifecycle.held(out):
         return _report_locked(
             config,
             out,
+            text,
             task,
             limit,
             skip_first,
@@ -254,6 +302,7 @@ def run_report(
 def _report_locked(
     config: CaptureConfig,
     out: str | Path,
+    text: str | None,
     task: str | None,
     limit: int,
     skip_first: bool,
@@ -280,7 +329,7 @@ def _report_locked(
         (
             "walk",
             "movement through embedding space",
-            lambda step: walk_stage(config.seed, WALK_GENERATE, step),
+            lambda step: walk_stage(config.seed, WALK_GENERATE, step, text),
         ),
     ]
     if view.generates:
@@ -297,6 +346,8 @@ def _report_locked(
         "limit": limit,
         "walk_generate": WALK_GENERATE,
     }
+    if text is not None:  # the default leaves earlier runs' configs as they were
+        options["walk_text_sha256"] = hashlib.sha256(text.encode()).hexdigest()
     run = run_command(
         "report",
         config,
@@ -323,11 +374,15 @@ class ReportConfig(CaptureRunConfig):
         task: the multiple-choice task of the concept tests (None: the default task).
         limit: items of that task scored.
         skip_first: the primary view leaves position 0 out (both views are computed).
+        text: the text of the walk stage (None: the packaged few-shot prompt).
+        text_file: read that text from this file instead (wins over ``text``).
     """
 
     task: str | Path | None = None
     limit: int = CONCEPT_LIMIT
     skip_first: bool = False
+    text: str | None = None
+    text_file: str | Path | None = None
 
     command: ClassVar[str] = "report"
 
@@ -335,8 +390,9 @@ class ReportConfig(CaptureRunConfig):
 def run(config: ReportConfig, *, view: ModelView | None = None) -> Result:
     """``geomlens report`` (and ``geomlens.report(...)``)."""
     task = None if config.task is None else str(config.task)
+    text = config.text if config.text_file is None else read_text_file(str(config.text_file))
     return config.result(
-        run_report, view, task=task, limit=config.limit, skip_first=config.skip_first
+        run_report, view, text=text, task=task, limit=config.limit, skip_first=config.skip_first
     )
 
 
@@ -354,7 +410,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="primary view leaves position 0 out (both views are shown)",
     )
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument(
+        "--text", default=None, help="the text of the walk stage (default: a few-shot prompt)"
+    )
+    source.add_argument("--text-file", default=None, metavar="F", help="read that text from F")
 
 
 def main(args: argparse.Namespace) -> int:
-    return finished(run(ReportConfig.of(capture_options(args, "task", "limit", "skip_first"))))
+    own = ("task", "limit", "skip_first", "text", "text_file")
+    return finished(run(ReportConfig.of(capture_options(args, *own))))
