@@ -134,7 +134,12 @@ def hub_cache_folder(model_id: str) -> Path:
         else f"bundled names: {', '.join(BUNDLED)}."
     )
     if "/" not in model_id:
-        raise GeomlensError(f"unknown model {model_id!r} (not bundled, not a folder or .gguf file): a Hugging Face model loads by its full id from the local cache (after `huggingface-cli download OWNER/{model_id}`, give --model OWNER/{model_id}) or from its folder with config.json; {hint}")  # noqa: E501
+        raise GeomlensError(
+            f"unknown model {model_id!r} (not bundled, not a folder or .gguf file): a Hugging "
+            f"Face model loads by its full id from the local cache (after `huggingface-cli "
+            f"download OWNER/{model_id}`, give --model OWNER/{model_id}) or from its folder "
+            f"with config.json; {hint}"
+        )
     try:
         from huggingface_hub import snapshot_download
 
