@@ -21,7 +21,12 @@ def test_ruff_check_and_format():
 
 
 def test_mypy_on_src():
-    result = run(sys.executable, "-m", "mypy")
+    """mypy keeps its cache in the user's cache folder (as the models and tasks do), so a
+    fresh clone on a machine that ran it before checks only what changed."""
+    import platformdirs
+
+    cache = Path(platformdirs.user_cache_dir("geomlens")) / "mypy"
+    result = run(sys.executable, "-m", "mypy", "--cache-dir", str(cache))
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -106,3 +111,15 @@ def test_the_package_root_holds_only_the_entry_points_and_imports_flow_one_way()
                 for m in rx.finditer(path.read_text())
             ]
     assert wrong == [], "\n".join(wrong)
+
+
+def test_the_python_version_is_said_once_and_met():
+    """requires-python, ruff's target and mypy's version name the same Python (3.11: the
+    API's keyword types use typing.Unpack), and the tests run on one that meets it."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert project["project"]["requires-python"] == ">=3.11"
+    assert project["tool"]["ruff"]["target-version"] == "py311"
+    assert project["tool"]["mypy"]["python_version"] == "3.11"
+    assert sys.version_info >= (3, 11)
