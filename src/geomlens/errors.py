@@ -61,12 +61,13 @@ LIMITS = {
     "choices": 100,
     "items": 100_000,
     "nouns": 10_000,
-    "sweep schemes": 1_000,
+    "scheme combinations": 100_000,
 }
 """The longest lists a user may supply, by what they hold (docs/errors.md, "Limits"):
 answer choices (endings) of one task item; items of one task file; probe nouns in a
-``--nouns`` file; schemes of one ``--sweep`` grid. Each bounds a run's memory and time: a
-choice is scored by a forward pass, a noun probed at every layer, a scheme scores the task."""
+``--nouns`` file; combinations of field values in one ``--sweep`` grid (the paper's grid
+has 12,032, fewer distinct schemes). Each bounds a run's memory and time: a choice is
+scored by a forward pass, a noun probed at every layer, a scheme scores the task."""
 
 
 def within_limit(what: str, kind: str, count: int, advice: str) -> None:

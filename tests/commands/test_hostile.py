@@ -361,7 +361,7 @@ def test_repeated_keys_are_refused_but_task_metadata_may_repeat():
     with pytest.raises(LimitError):
         from geomlens.errors import within_limit
 
-        within_limit("a sweep", "sweep schemes", 1001, "use fewer")
+        within_limit("a sweep", "scheme combinations", 100_001, "use fewer")
 
 
 # one boundary for every entry point -----------------------------------------------------

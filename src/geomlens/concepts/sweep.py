@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -23,7 +24,7 @@ from geomlens.concepts.reuse import Reuse
 from geomlens.concepts.schemes import LayerRef, Scheme, resolve_layer, scheme_from_dict
 from geomlens.concepts.scores import rnd, summary
 from geomlens.concepts.similarity import similarity_scores
-from geomlens.errors import GeomlensError
+from geomlens.errors import GeomlensError, within_limit
 from geomlens.io.runfolder import write_json
 from geomlens.models.view import ModelView
 
@@ -68,6 +69,8 @@ def read_grid(path: str | Path) -> list[Scheme]:
 
 def expand(grids: Sequence[dict[str, Any]]) -> list[Scheme]:
     """The distinct schemes of the grids (each list value varies, each scalar is fixed)."""
+    sizes = [math.prod(len(v) if isinstance(v, list) else 1 for v in g.values()) for g in grids]
+    within_limit("the sweep grid", "scheme combinations", sum(sizes), "vary fewer fields")
     seen: dict[str, Scheme] = {}
     for grid in grids:
         keys = list(grid)
