@@ -364,6 +364,21 @@ def test_repeated_keys_are_refused_but_task_metadata_may_repeat():
         within_limit("a sweep", "scheme combinations", 100_001, "use fewer")
 
 
+@pytest.mark.parametrize("where", ["file", "label folder"])
+def test_a_corpus_name_that_is_not_utf8_is_one_sentence(where, d, tmp_path, capsys):
+    corpus = tmp_path / "corpus"
+    folder = os.fsencode(corpus) + (b"/lab\xff" if where == "label folder" else b"")
+    os.makedirs(folder, exist_ok=True)
+    for k in range(10):
+        name = folder + (b"/doc\xff%d.txt" if where == "file" else b"/doc%d.txt") % k
+        with open(name, "w") as f:
+            f.write("text about cats and the sea and rain. " * 6)
+    out = tmp_path / "run"
+    argv = f"capture --model {d / 'ok'} --corpus {corpus} {SMALL}"
+    refused(capsys, argv, "has a name that is not UTF-8 text", "\\udcff", out=out)
+    not_finished(out)
+
+
 # one boundary for every entry point -----------------------------------------------------
 
 

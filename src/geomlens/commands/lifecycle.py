@@ -21,7 +21,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +33,20 @@ STAGES_FILE = "stages.json"
 
 @contextmanager
 def held(out: str | Path) -> Iterator[RunFolder]:
-    """The run folder ``out``, locked against other processes for the ``with`` block."""
+    """The run folder ``out``, locked against other processes for the ``with`` block.
+
+    A folder made here is removed again when the block fails with nothing written in it
+    (a refused command leaves no empty run folder behind)."""
     folder = RunFolder(out)
-    with folder.hold():
-        yield folder
+    made = not Path(out).exists()
+    try:
+        with folder.hold():
+            yield folder
+    except BaseException:
+        if made:
+            with suppress(OSError):
+                folder.path.rmdir()  # only an empty folder: anything written stays
+        raise
 
 
 def claim(folder: RunFolder, config: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
@@ -72,7 +82,12 @@ def complete(
     timing: Mapping[str, float] | None = None,
     **record: Any,
 ) -> Run:
-    """Mark the run complete with its wall time (plus ``timing`` and ``record``)."""
+    """Mark the run complete with its wall time (plus ``timing`` and ``record``).
+
+    Only a run whose numbers are finite is marked complete: metrics.json is read back
+    first (its reader refuses NaN and infinities, which ``write_json`` never writes).
+    """
+    folder.read_metrics()
     manifest.update(
         status="complete",
         timing={**(timing or {}), "wall_seconds": time.time() - started},

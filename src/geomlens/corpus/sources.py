@@ -163,6 +163,11 @@ def _read_folder(root: Path, name: str) -> list[Document]:
         rel = path.relative_to(root)
         if any(part.startswith(".") for part in rel.parts) or not path.is_file():
             continue
+        if bad_text(rel.as_posix()) is not None:  # a byte of the name is not UTF-8
+            raise GeomlensError(
+                f"the corpus file {ascii(str(path))} has a name that is not UTF-8 text; "
+                "rename it (and its folder) in UTF-8, as document ids and labels are text."
+            )
         label = rel.parts[0] if len(rel.parts) > 1 else ""
         text, cut = _read_text(path)
         docs.append(Document(text=text, label=label, doc_id=rel.as_posix(), cut=cut))

@@ -103,8 +103,10 @@ def package_versions() -> dict[str, str]:
 
 
 NON_FINITE_ADVICE = (
-    "the model or the inputs give NaN or infinite values there (check the model's weights, "
-    "or try --dtype float32); nothing non-finite is saved as a result"
+    "the model or the inputs give NaN or infinite values there (check the model's weights "
+    "and the corpus, or try --dtype float32); nothing non-finite is saved as a result, and "
+    "the same inputs fail the same way: change them and choose another --out, or remove "
+    "this run folder to start afresh"
 )
 
 
