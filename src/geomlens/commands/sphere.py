@@ -35,7 +35,7 @@ from geomlens.commands.options import add_capture_options, capture_options, fini
 from geomlens.commands.result import Result
 from geomlens.corpus import Windows, load_corpus
 from geomlens.corpus.tokenized import document_ids
-from geomlens.errors import GeomlensError, short_list
+from geomlens.errors import GeomlensError, short_list, within_limit
 from geomlens.extras import used
 from geomlens.io.progress import Step, StepLines, quiet
 from geomlens.io.runfolder import Run, RunFolder, write_json
@@ -66,6 +66,7 @@ def load_nouns(path: str | Path | None = None) -> list[str]:
     words = [w.strip() for w in text.splitlines() if w.strip() and not w.startswith("#")]
     if len(words) < 2:
         raise GeomlensError(f"--nouns {path}: needs at least 2 words, one per line.")
+    within_limit(f"--nouns {path}", "nouns", len(words), "keep fewer words, one per line")
     return words
 
 
