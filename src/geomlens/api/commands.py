@@ -291,6 +291,8 @@ def report(
     task: str | Path | None = None,
     limit: int = 40,
     skip_first: bool = False,
+    text: str | None = None,
+    text_file: str | Path | None = None,
     view: ModelView | None = None,
     **options: Unpack[CaptureOptions],
 ) -> Result:
@@ -300,10 +302,14 @@ def report(
         task: the multiple-choice task of the concept tests (None: the default task).
         limit: items of that task scored.
         skip_first: the primary view leaves position 0 out (both views are computed).
+        text: the text of the walk stage (None: a packaged few-shot prompt).
+        text_file: read that text from this file instead (not both).
 
     The other arguments are ``capture``'s; ``out`` defaults to ``runs/report-<model>``.
     The page is ``result.folder / "report.html"``.
     """
+    if text is not None and text_file is not None:
+        raise GeomlensError("geomlens.report() takes text or text_file, not both.")
     from geomlens.commands.report import ReportConfig, run
 
     return run(ReportConfig.of(with_options(locals())), view=view)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from geomlens.errors import GeomlensError
+from geomlens.errors import GeomlensError, api_boundary
 
 if TYPE_CHECKING:
     import torch
@@ -237,6 +237,21 @@ def activations(
     Returns:
         ``Activations``: ``.hidden_states[i]`` is text i's [layers + 1, tokens, d].
     """
+    with api_boundary("geomlens.activations"):  # GeomlensError subclasses only
+        return read_texts(model, texts, attentions, logits, parts, device, dtype, trust_remote_code)
+
+
+def read_texts(
+    model: str | Path | ModelView,
+    texts: str | Sequence[str],
+    attentions: bool,
+    logits: bool,
+    parts: bool,
+    device: str,
+    dtype: str,
+    trust_remote_code: bool,
+) -> Activations:
+    """``activations`` inside its error boundary."""
     import torch
 
     check_flags(
