@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import plotly.graph_objects as go
+import plotly.offline
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
@@ -23,6 +24,9 @@ from geomlens.io.files import replacing, write_text_atomic
 from geomlens.report.figure_level import FIGURE_LEVELS, FigureLevel
 
 DPI = 100  # PNG resolution: sharp enough to read, quick to render
+
+PLOTLY_JS = "plotly.min.js"
+"""The file beside interactive figures that holds plotly.js for all of them."""
 
 _level: ContextVar[str] = ContextVar("geomlens_figure_level", default="all")
 
@@ -71,7 +75,8 @@ def pick_layers(layers: Sequence[int], max_panels: int = 6) -> list[int]:
 def save(fig: Figure | go.Figure, path: str | Path, dpi: int = DPI) -> Path:
     """Write a figure: matplotlib to PNG (or any format by suffix), plotly to HTML.
 
-    The HTML embeds plotly.js (works offline) and uses a fixed div id from the file name;
+    The HTML loads plotly.js from ``plotly.min.js`` in the same folder (written once, so the
+    folder works offline without a copy per figure) and uses a fixed div id from the file name;
     beside it, ``<stem>.plotly.json`` holds the figure alone (for report.html).
     PNG metadata carries no software version, so equal figures give equal files.
 
@@ -92,7 +97,10 @@ def save(fig: Figure | go.Figure, path: str | Path, dpi: int = DPI) -> Path:
     if isinstance(fig, go.Figure):
         if path.suffix.lower() not in (".html", ".htm"):
             raise ValueError(f"plotly figures are saved as .html, not {path.suffix!r}")
-        html = fig.to_html(include_plotlyjs=True, full_html=True, div_id=f"fig-{path.stem}")
+        # plotly.js once per folder (4.8 MB), beside the figures that load it by name
+        html = fig.to_html(include_plotlyjs=PLOTLY_JS, full_html=True, div_id=f"fig-{path.stem}")
+        if not (path.parent / PLOTLY_JS).exists():
+            write_text_atomic(path.parent / PLOTLY_JS, plotly.offline.get_plotlyjs())
         write_text_atomic(path, html)
         # The figure's data and layout, for report.html to embed without a second plotly.js.
         write_text_atomic(path.with_suffix(".plotly.json"), fig.to_json())

@@ -100,6 +100,8 @@ GLOSSARY: dict[str, str] = {
     "share_in_basis": "Share of W_QK's energy inside the top positional directions.",
     "whole_residual": "Relative error of a low-rank fit of the whole W_QK.",
     "whole_baseline_residual": "The same fit's error for a random matrix of the same shape.",
+    "whole_baseline_low_rank_in_basis": "The same share for the random matrix (the chance "
+    "level for whole_low_rank_in_basis).",
     "whole_low_rank_in_basis": "Share of that low-rank fit inside the top positional directions.",
     # induction
     "score": "Induction score: mean attention from a repeated token to the token after its "
@@ -111,6 +113,8 @@ GLOSSARY: dict[str, str] = {
     "induction": "Attention to the token after the earlier copy (the induction target).",
     "other": "Attention to every other key.",
     # sphere
+    "hidden_layer": "Hidden-state layer whose vectors enter the norm.",
+    "n_vectors": "Number of vectors the norm's numbers are computed over.",
     "input_norm_mean": "Mean length of the vectors entering the norm.",
     "input_norm_std": "Standard deviation of those lengths.",
     "ones_share_mean": "Mean share of a vector's squared length along the all-ones direction "

@@ -10,9 +10,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import plotly.graph_objects as go
+from plotly.colors import sample_colorscale
 
 SHARE_COLOURS = {"share_pos": "#1f77b4", "share_ctx": "#ff7f0e", "share_resid": "#bbbbbb"}
 PART_COLOURS = ("#1f77b4", "#9467bd", "#2ca02c", "#ff7f0e", "#bbbbbb")
+VIEW_PATTERNS = ("", "/")
+"""Bar fill of each view of position 0: solid for the first, hatched for the second."""
 
 
 def as_dict(fig: go.Figure) -> dict[str, Any]:
@@ -42,13 +45,14 @@ def shares(views: Sequence[tuple[str, Sequence[dict[str, Any]]]]) -> dict[str, A
             fig.add_bar(
                 x=layers,
                 y=[r[key] for r in rows],
-                name=f"{key.removeprefix('share_')} ({view_name})",
-                marker={"color": colour, "opacity": 1.0 if v == 0 else 0.55},
+                name=key.removeprefix("share_"),
+                marker={"color": colour, "pattern": {"shape": VIEW_PATTERNS[v % 2]}},
                 offsetgroup=str(v),
                 legendgroup=view_name,
+                legendgrouptitle={"text": f"{view_name} ({'solid' if v == 0 else 'hatched'})"},
             )
     fig.update_layout(**_layout("Variance shares by layer", "layer", "share of variance"))
-    fig.update_layout(barmode="relative")
+    fig.update_layout(barmode="relative", legend={"groupclick": "toggleitem"})
     return as_dict(fig)
 
 
@@ -114,11 +118,17 @@ def per_layer(
 def spectra(spectra_by_layer: dict[str, Sequence[float]], title: str) -> dict[str, Any]:
     """Singular values of the positional part, one line per layer, log scale."""
     fig = go.Figure()
-    for layer, values in sorted(spectra_by_layer.items(), key=lambda kv: int(kv[0])):
+    ordered = sorted(spectra_by_layer.items(), key=lambda kv: int(kv[0]))
+    colours = sample_colorscale("Viridis", max(len(ordered), 2))
+    for i, (layer, values) in enumerate(ordered):
         top = values[0] if values else 0.0
         kept = [s for s in values if top > 0 and s > top * 1e-10]
         fig.add_scatter(
-            y=kept, x=list(range(1, len(kept) + 1)), mode="lines", name=f"layer {layer}"
+            y=kept,
+            x=list(range(1, len(kept) + 1)),
+            mode="lines",
+            name=f"layer {layer}",
+            line={"color": colours[i * (len(colours) - 1) // max(len(ordered) - 1, 1)]},
         )
     fig.update_layout(**_layout(title, "index", "singular value"))
     fig.update_yaxes(type="log")

@@ -8,7 +8,7 @@ from typing import Any
 from geomlens.io.runfolder import Run
 from geomlens.report import interactive as plots
 from geomlens.report.claims import skip_first_intervals, skip_first_layers
-from geomlens.report.html import number, plot, readings, table
+from geomlens.report.html import number, paper, plot, readings, table
 from geomlens.report.section import Section, pct
 
 
@@ -102,9 +102,18 @@ def decomposition_section(run: Run) -> str:
     per_layer = found.get("layers") or {}
     all_positions = other["layers"] if dec["skip_first"] else dec["layers"]
     parts = [
+        paper(
+            "song",
+            "Each layer's hidden states h[c, t] split into a global mean, a positional part "
+            "pos[t] (mean over windows), a context part ctx[c] (mean over positions) and a "
+            "residual.",
+        ),
         readings([*decomposition_readings(m), intervals_reading(found)]),
         plot(
-            plots.shares(views), "plot-shares", "Variance shares by layer, both views of position 0"
+            plots.shares(views),
+            "plot-shares",
+            "Variance shares by layer, both views of position 0",
+            HOW["shares"],
         ),
         plot(
             plots.per_layer(
@@ -112,11 +121,13 @@ def decomposition_section(run: Run) -> str:
             ),
             "plot-share-intervals",
             "Positional and context shares with their intervals over contexts (position 0 skipped)",
+            HOW["share_intervals"],
         ),
         plot(
             plots.per_layer(rows, plots.RANK_KEYS, "Positional rank", "rank", intervals=per_layer),
             "plot-ranks",
             "Rank of the positional part (position 0 skipped)",
+            HOW["ranks"],
         ),
         plot(
             plots.per_layer(
@@ -128,6 +139,7 @@ def decomposition_section(run: Run) -> str:
             ),
             "plot-geometry",
             "Low-frequency share, smoothness, incoherence against random, and topic ARI",
+            HOW["geometry"],
         ),
         SECTION.saved_plot(folder, "decomposition_spiral", "plot-spiral"),
         table(
@@ -150,10 +162,34 @@ def decomposition_section(run: Run) -> str:
                     plots.spectra(spectra["skip_first"], "Positional singular values"),
                     "plot-spectra",
                     "Singular values of pos per layer (position 0 skipped)",
+                    HOW["spectra"],
                 )
             )
     parts.append(SECTION.static_figures(folder, ("decomposition_",)))
     return "".join(parts)
+
+
+HOW = {
+    "shares": "each bar stacks the positional, context and residual shares of one layer's "
+    "variance (they sum to 1); solid bars count every position, hatched bars leave position 0 "
+    "out, whose large norm can dominate the positional share.",
+    "share_intervals": "a line per share over layers; the error bars are 95% intervals over "
+    "the windows, so two layers whose bars overlap are not told apart by this corpus.",
+    "ranks": "how many directions the positional part needs per layer: a flat line far "
+    "below the positions counted means a low-rank positional basis.",
+    "geometry": "low-frequency share near 1 and smoothness near 0 mean pos[t] changes slowly "
+    "with t; incoherence below its random line means the positional and context directions "
+    "are closer to orthogonal than chance; ARI near 0 means no topic clusters.",
+    "spectra": "one line per layer (colour runs from the first layer, dark, to the last, "
+    "light); a steep drop after a few values means few positional directions carry the energy.",
+    "decomposition_spiral": "pos[t] on its top three principal axes, coloured by position t: "
+    "a smooth curve (often a spiral) means neighbouring positions have nearby vectors.",
+    "decomposition_gram": "left, the cosine of every pair of positional vectors; right, its "
+    "2-D cosine transform: energy in the top-left corner means a smooth, low-frequency basis.",
+    "decomposition_contexts": "each point is one window's context vector, coloured by topic: "
+    "separate colour groups mean the context part carries the topic.",
+}
+"""A line under each figure of the section saying how to read it."""
 
 
 SECTION = Section(
@@ -168,4 +204,6 @@ SECTION = Section(
         "decomposition_gram": "Gram matrices of the normalised positional vectors and their DCT",
         "decomposition_contexts": "Context vectors on their top-2 principal axes, by topic",
     },
+    how=HOW,
+    interactive=("decomposition_shares", "decomposition_spectra", "decomposition_spiral"),
 )

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from geomlens.io.runfolder import Run
-from geomlens.report.html import readings, table
+from geomlens.report.html import paper, readings, table
 from geomlens.report.section import Section, pct
+from geomlens.report.sections.sphere import untrained_readout
 
 
 def leave_reading(enc: dict[str, Any]) -> str:
@@ -43,11 +44,19 @@ def walk_section(run: Run) -> str:
     ]
     return "".join(
         [
+            paper(
+                "singh",
+                "Hidden states as points moving through the token embedding space: similarity "
+                "between positions, the walk of each position among the tokens, position "
+                "kernels of attention, and the per-head refactoring of attention.",
+            ),
+            untrained_readout(run.metrics),
             readings(lines),
             table(
                 ["layer", "mean cos", "adjacent cos", "section contrast", "mean norm"],
                 sim_rows,
                 "Similarity between positions",
+                keys=["layer", "mean_cos", "mean_cos_adjacent", "section_contrast", "mean_norm"],
             ),
             SECTION.saved_plot(folder, "walk_similarity_cos", "plot-similarity"),
             SECTION.static_figures(folder, ("walk_",)),
@@ -90,6 +99,24 @@ def decoder_readings(d: dict[str, Any], encoder_kernels: dict[str, Any]) -> list
     return lines
 
 
+HOW = {
+    "walk_similarity": "one cell per pair of positions (query row, key column) at the chosen "
+    "layer; blocks along the diagonal are sections of the text the model keeps together.",
+    "walk_encoding_ranks": "the rank of each position's own token (and of the next token) "
+    "among the nearest token embeddings, per layer: a rising own-token rank means the vector "
+    "leaves its token behind.",
+    "walk_encoding_table": "the nearest tokens of each position's hidden state, layer by "
+    "layer: the walk from the input token towards the next one.",
+    "walk_decoding": "generated tokens' hidden states among the token embeddings; each step "
+    "moves to the next token's neighbourhood.",
+    "walk_kernels": "mean attention by relative offset i - j, one line per layer: a dip at "
+    "offset 0 below its neighbours is negative self-bias.",
+    "walk_head_norms": "each head's output norm in the per-head refactoring, per layer: a "
+    "few large heads carry most of the attention output.",
+}
+"""A line under each figure of the section saying how to read it."""
+
+
 SECTION = Section(
     "walk",
     "Movement through embedding space",
@@ -108,4 +135,6 @@ SECTION = Section(
         "walk_kernels": "Mean attention by relative offset (position kernels)",
         "walk_head_norms": "Per-head output norms (refactoring check)",
     },
+    how=HOW,
+    interactive=("walk_similarity_cos",),
 )
