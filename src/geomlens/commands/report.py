@@ -46,6 +46,7 @@ from geomlens.errors import GeomlensError
 from geomlens.io.files import replacing
 from geomlens.io.progress import Step, StepLines
 from geomlens.io.runfolder import Run, RunFolder, open_run
+from geomlens.io.stored import store_compact
 from geomlens.models.loading import eager_attention, load_configured
 from geomlens.models.view import ModelView
 from geomlens.report.figures import FigureLevel, deferred_rendering
@@ -362,6 +363,7 @@ def _report_locked(
         sections=("capture", *(s for name, _, _ in stages for s in STAGE_SECTIONS[name])),
         taps=tap_factory(norms=sphere.IDENTITY_WINDOWS, attention=KERNEL_WINDOWS),
     )
+    store_compact(run.path)  # every stage has read the interval groups: keep what is read later
     write_report(run.path)
     return open_run(run.path)
 
