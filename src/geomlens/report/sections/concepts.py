@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from geomlens.io.runfolder import Run
 from geomlens.report import interactive as plots
-from geomlens.report.html import number, plot, readings, table
+from geomlens.report.html import number, paper, plot, readings, table
 from geomlens.report.section import Section
 
 
@@ -34,7 +34,14 @@ def concepts_section(run: Run) -> str:
         s = schemes[name]
         low, high = s.get(f"{headline}_ci") or (None, None)
         rows.append([name, s["acc"], s.get(headline), low, high, s.get("normalised_vs_acc_norm")])
-    parts = [readings(lines)]
+    parts = [
+        paper(
+            "singh",
+            "Concept-space tests: does a vector composed from the context score the choices "
+            "as well as the model's own next-token readout?",
+        ),
+        readings(lines),
+    ]
     if rows:
         parts.append(
             plot(
@@ -47,10 +54,13 @@ def concepts_section(run: Run) -> str:
                 ),
                 "plot-concepts",
                 "Concept schemes: accuracy over the model's baseline accuracy, 95% intervals",
+                "one bar per scheme in the ranking's order: 1.0 is the baseline's accuracy, and "
+                "a bar whose interval holds 1.0 is not told apart from it by these items.",
             )
         )
         header = ["scheme", "acc", "normalised", "95% low", "95% high", "vs acc_norm"]
-        parts.append(table(header, rows, "Schemes, best first"))
+        keys = [None, "acc", "normalised", None, None, "normalised_vs_acc_norm"]
+        parts.append(table(header, rows, "Schemes, best first", keys=keys))
     parts.append(SECTION.static_figures(folder, ("concepts_",)))
     return "".join(parts)
 
@@ -63,4 +73,5 @@ SECTION = Section(
     captions={
         "concepts_schemes": "Concept-space schemes against the model's baseline",
     },
+    interactive=("concepts_schemes",),
 )
