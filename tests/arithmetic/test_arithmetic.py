@@ -18,6 +18,7 @@ from geomlens.arithmetic.evaluate import (
     greedy_answers,
     in_float64,
 )
+from geomlens.arithmetic.geometry import untrained_block
 from geomlens.arithmetic.model import build_model, model_view
 from geomlens.arithmetic.seeds import seed_spread, side_means, spread
 from geomlens.arithmetic.train import BatchSource, TrainFolder, loss_on, lr_factor, train
@@ -340,6 +341,20 @@ def test_float64_decoding_leaves_the_model_as_it_was():
     assert in_float64(copy) is copy
 
 
+def test_untrained_block_cosines_match_a_planted_gram():
+    # trained ids 0-2, untrained 3-5: planted cosines 0.6 among the untrained, -0.2
+    # between the two groups, 0.1 among the trained
+    gram = np.full((6, 6), 0.1)
+    gram[3:, 3:] = 0.6
+    gram[:3, 3:] = gram[3:, :3] = -0.2
+    np.fill_diagonal(gram, 1.0)
+    within, across = untrained_block(gram, 3)
+    assert within == pytest.approx(0.6) and across == pytest.approx(-0.2)
+    assert untrained_block(gram, 6) == (None, None)
+    # one untrained id (5): no pair among the untrained; rows 0-2 give -0.2, rows 3-4 0.6
+    assert untrained_block(gram, 5) == (None, pytest.approx((3 * -0.2 + 2 * 0.6) / 5))
+
+
 # --------------------------------------------------------------------------- seeds
 
 
@@ -381,6 +396,11 @@ def test_command_writes_metrics_and_figures_deterministically(tmp_path, monkeypa
     assert shares == pytest.approx(1.0)
     for key in ("pos_rank", "pos_low_freq", "pos_smoothness"):
         assert key in row
+    # the 3-digit grid is all trained; the 4-digit one has 14 - 11 = 3 untrained ids
+    assert row["untrained_cos_within"] is None and row["untrained_cos_across"] is None
+    longer = geo[1]["layers"][1]
+    assert -1.0 <= longer["untrained_cos_within"] <= 1.0
+    assert -1.0 <= longer["untrained_cos_across"] <= 1.0
     assert len(geo[0]["attention"][0]["pos_pos_share"]) == 2
     assert m["control"]["position_ids"].startswith("sorted random")
     assert len(m["control"]["runs"][0]["geometry"]) == 2

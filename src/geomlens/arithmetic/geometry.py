@@ -21,6 +21,7 @@ import torch
 
 from geomlens.analyses.attention_parts import AttentionParts, attention_parts, split_logits
 from geomlens.analyses.decomposition import LayerDecomposition, analyse_layers
+from geomlens.analyses.spectra import gram_matrix
 from geomlens.arithmetic.data import Problems, sequence_length
 from geomlens.capture.hooks import hidden_states
 from geomlens.models.view import ModelView
@@ -38,6 +39,28 @@ def grid_length(n: int) -> int:
     return sequence_length(n) - 1
 
 
+def untrained_block(gram: Array, trained: int) -> tuple[float | None, float | None]:
+    """How the position ids that never received gradient sit against the trained ones.
+
+    Args:
+        gram: [T, T] cosine Gram matrix of the positional basis.
+        trained: the first ``trained`` ids were trained; ids ``trained..T-1`` were not.
+
+    Returns:
+        (mean cosine between two different untrained ids, mean cosine between a trained
+        and an untrained id); (None, None) when the grid has no untrained id, and None for
+        the first when it has only one. A high first and a low or negative second: the
+        untrained ids form a block of their own, cut off from the trained ones.
+    """
+    T = gram.shape[0]
+    if trained >= T:
+        return None, None
+    block = gram[trained:, trained:]
+    k = block.shape[0]
+    within = float((block.sum() - np.trace(block)) / (k * (k - 1))) if k > 1 else None
+    return within, float(gram[:trained, trained:].mean())
+
+
 @dataclass(frozen=True)
 class Geometry:
     """The positional geometry of one model on problems of one operand length.
@@ -46,7 +69,9 @@ class Geometry:
         operand_length: n.
         trained_positions: how many leading position ids received gradient in training
             (3 * max training length + 2; every id for the control), for reference lines.
-        layers: per hidden-state layer (0 = embedding output) the decomposition results.
+        layers: per hidden-state layer (0 = embedding output) the decomposition results
+            (``to_dict`` adds ``untrained_cos_within`` and ``untrained_cos_across``, from
+            ``untrained_block``).
         stats: per layer the decomposition statistics (for figures).
         attention: per block the split of its attention logits.
         pos_pos: [blocks, H, T, T] the pos-pos logit part averaged over the attention
@@ -68,9 +93,11 @@ class Geometry:
         """JSON-able numbers: per-layer rows (first 16 singular values) and per-block
         attention shares."""
         rows = []
-        for r in self.layers:
+        for r, st in zip(self.layers, self.stats, strict=True):
             row = r.to_dict()
             row["pos_singular_values"] = row["pos_singular_values"][:16]
+            within, across = untrained_block(gram_matrix(st.pos), self.trained_positions)
+            row["untrained_cos_within"], row["untrained_cos_across"] = within, across
             rows.append(row)
         blocks = []
         for a in self.attention:

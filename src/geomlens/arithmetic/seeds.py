@@ -24,7 +24,14 @@ ACCURACY_KEYS = (
 )
 """Per-seed accuracy means that get a spread."""
 
-GEOMETRY_KEYS = ("share_pos", "pos_rank", "pos_low_freq", "pos_smoothness")
+GEOMETRY_KEYS = (
+    "share_pos",
+    "pos_rank",
+    "pos_low_freq",
+    "pos_smoothness",
+    "untrained_cos_within",
+    "untrained_cos_across",
+)
 """Per-layer geometry numbers that get a spread."""
 
 

@@ -311,6 +311,17 @@ def seed_lines(name: str, runs: list[dict[str, Any]], spread: dict[str, Any]) ->
             f"pos_low_freq {_range(row['pos_low_freq'])}, share_pos "
             f"{_range(row['share_pos'])}"
         )
+    longest = spread["geometry"][-1]
+    if longest["layers"] and longest["layers"][0]["untrained_cos_across"]["n"]:
+        lines.append(
+            f"    at {longest['operand_length']} digits, mean cosine among untrained position"
+            " ids / between untrained and trained ones:"
+        )
+        for row in longest["layers"]:
+            lines.append(
+                f"    layer {row['layer']}: {_range(row['untrained_cos_within'], 2)} / "
+                f"{_range(row['untrained_cos_across'], 2)}"
+            )
     return lines
 
 

@@ -124,7 +124,45 @@ def prepare(
         offset=config.offset,
         balance=config.balance,
     )
+    check_distinct_windows(windows)
     return view, corpus, windows
+
+
+def check_distinct_windows(windows: Windows) -> None:
+    """Refuse windows that all hold the same tokens (a corpus repeating one text): their
+    context part is zero and every variance share is 0/0, before any forward pass."""
+    ids = np.asarray(windows.input_ids)
+    if len(ids) > 1 and bool((ids == ids[:1]).all()):
+        raise GeomlensError(
+            f"all {len(ids)} windows hold the same {ids.shape[1]} tokens (the corpus repeats "
+            "one text), so there is no context part to measure; give a corpus of different "
+            "documents."
+        )
+
+
+DECOMPOSING = ("decompose", "report")
+"""Commands whose analyses split the windows into position and context parts."""
+
+
+def check_decomposable(command: str, config: CaptureConfig) -> None:
+    """Refuse windows too few or too short for the position/context analyses, before the
+    model loads: the context part and its intervals compare at least 2 windows, and the
+    W_QK basis takes ``QK_BASIS_MIN`` singular values of pos without position 0."""
+    if command not in DECOMPOSING:
+        return
+    from geomlens.commands.decompose import QK_BASIS_MIN
+
+    if config.contexts < 2:
+        raise GeomlensError(
+            f"--contexts {config.contexts}: the position/context split compares windows, so "
+            f"{command} needs at least 2 (16 or more for its intervals); use --contexts 16."
+        )
+    if config.length < QK_BASIS_MIN + 1:
+        raise GeomlensError(
+            f"--length {config.length}: the positional basis of W_QK takes {QK_BASIS_MIN} "
+            f"positions after the first, so {command} needs --length {QK_BASIS_MIN + 1} or "
+            "more."
+        )
 
 
 Analysis = Callable[[RunFolder, ModelView, Windows, DecompositionAccumulator], None]
@@ -265,6 +303,7 @@ def run_command(
     engine = engine or EngineConfig()
     engine.validate(config.save_activations)
     config.validate()
+    check_decomposable(command, config)
     if view is not None:  # a model loaded by the caller must be the one the config names
         check_given_view(view, config.model, config.dtype)
         require_finite_weights(view.model, str(config.model))

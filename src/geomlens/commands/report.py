@@ -26,7 +26,13 @@ from typing import ClassVar
 
 from geomlens.capture.capture import CaptureConfig, check_length, resolve_layers
 from geomlens.commands import lifecycle, sphere
-from geomlens.commands.capture import Analysis, CaptureRunConfig, run_command, tap_factory
+from geomlens.commands.capture import (
+    Analysis,
+    CaptureRunConfig,
+    check_decomposable,
+    run_command,
+    tap_factory,
+)
 from geomlens.commands.decompose import analyse_decomposition
 from geomlens.commands.options import add_capture_options, capture_options, finished
 from geomlens.commands.result import Result
@@ -280,6 +286,7 @@ def run_report(
         load_task(task)
     config = dataclasses.replace(config, second_moment=True)
     config.validate()
+    check_decomposable("report", config)
     if view is None:
         view = load_configured(config)
     preflight(view, config, text, task, limit)  # no forward pass, no run folder before it
