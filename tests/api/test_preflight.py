@@ -106,3 +106,28 @@ def test_bare_name_says_how_to_use_the_hub_cache(tmp_path, capsys):
 @pytest.mark.parametrize("command", ["capture", "decompose", "walk", "sphere"])
 def test_refused_model_leaves_no_run_folder(command, tmp_path, capsys):
     refused(capsys, tmp_path / "run", command, "--model", "no-such-model", *SMALL)
+
+
+@pytest.mark.parametrize(
+    ("command", "option", "words"),
+    [
+        ("decompose", ["--contexts", "1"], "needs at least 2"),
+        ("report", ["--contexts", "1"], "needs at least 2"),
+        ("decompose", ["--length", "4"], "--length 5 or more"),
+    ],
+)
+def test_too_few_or_too_short_windows_refused_before_loading(
+    command, option, words, tmp_path, capsys
+):
+    argv = [command, "--model", "no-such-model", *SMALL, *option]
+    err = refused(capsys, tmp_path / "run", *argv)  # refused before the model is looked up
+    assert words in err and "unknown model" not in err
+
+
+def test_identical_windows_refused_before_the_capture(short_model, tmp_path, capsys):
+    """A corpus repeating one text gives windows with the same tokens: no context part."""
+    corpus = tmp_path / "same.jsonl"
+    corpus.write_text(('{"text": "' + "a" * 300 + '"}\n') * 6, encoding="utf-8")
+    argv = ["capture", "--model", str(short_model), *SMALL, "--corpus", str(corpus)]
+    err = refused(capsys, tmp_path / "run", *argv)
+    assert "hold the same 8 tokens" in err and "different documents" in err
