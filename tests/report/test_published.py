@@ -143,3 +143,24 @@ def test_a_run_of_another_model_has_no_published_numbers(minilm_report: Path) ->
     metrics = json.loads((minilm_report / "metrics.json").read_text())
     assert "published" not in metrics
     assert all(c["published"] == "" for c in metrics["claims"])
+
+
+def test_singhs_published_scores_are_the_papers_own_numbers() -> None:
+    """Every number a Singh record states (0.839 as 83.9%, 80% as is) occurs in the paper's
+    text, and the section it cites is a heading there."""
+    import os
+    import re
+
+    papers = Path(os.environ.get("GEOMLENS_DATA", "data")).parent / "papers"
+    found = sorted(papers.glob("003_*.txt"))
+    if not found:
+        pytest.fail(f"Singh's text is not in {papers} (GEOMLENS_DATA names its sibling data/)")
+    paper = found[0].read_text(encoding="utf-8")
+    headings = {line.split(" ")[0] for line in paper.splitlines() if line[:1].isalnum()}
+    for score in published.SINGH_SCORES:
+        for whole, digits in re.findall(r"\b(0\.(\d+))\b", score.text):
+            percent = f"{int(digits[:2])}" + (f".{digits[2:]}" if digits[2:] else "") + "%"
+            assert percent in paper, (score.claim, whole, percent)
+        for percent in re.findall(r"\b\d+%", score.text):
+            assert percent in paper, (score.claim, percent)
+        assert score.source.split(",")[0].split(" ")[-1] in headings, score.source

@@ -1,5 +1,9 @@
 """Numbers a paper publishes for a model, set beside a run's own when the run is of that model.
 
+Singh (2023) states concept-test scores and position-kernel fractions in its text; they
+are kept as ``PublishedScore`` records, each with its section, and shown beside the claim
+they bear on when a run is of the same model or setting (``published_scores``).
+
 Song & Zhong (2023) print per-layer numbers for GPT-2 small in their Table 1. The values
 below are those the authors' repository prints for that table (``notebooks/metrics.ipynb``
 of github.com/JiajunSong629/uncover-hidden-geometry at commit 1fd7057; the paper itself
@@ -204,3 +208,110 @@ def published_text(section: dict[str, Any] | None, key: str, fmt: str = "g") -> 
         f"{format(p['median'], fmt)} on {corpus}" for corpus, p in found["published"].items()
     )
     return f"{found['name']}, median over layers: {shown} ({section['paper']}, {section['model']})"
+
+
+SINGH = "Singh 2023"
+
+
+@dataclass(frozen=True)
+class PublishedScore:
+    """A number the paper's text states for a model (or a kind of model), beside a claim.
+
+    Attributes:
+        claim: the id of the claim it bears on.
+        model: the model or setting, in words.
+        text: the number(s), in words.
+        source: where the paper states it.
+        family, n_layers, d_model: what a run's model record must hold (None: any).
+        names: one of these must occur in the record's name or source (empty: any), for
+            models whose shape other models share (Flan-T5 and T5 v1.1).
+        position: the record's position scheme must be this (None: any).
+    """
+
+    claim: str
+    model: str
+    text: str
+    source: str
+    family: str | None = None
+    n_layers: int | None = None
+    d_model: int | None = None
+    names: tuple[str, ...] = ()
+    position: str | None = None
+
+    def matches(self, model: dict[str, Any]) -> bool:
+        """Whether a run's model record is this model or setting."""
+        wanted = {"family": self.family, "n_layers": self.n_layers, "d_model": self.d_model}
+        if any(v is not None and model.get(k) != v for k, v in wanted.items()):
+            return False
+        if self.position is not None and model.get("position") != self.position:
+            return False
+        where = f"{model.get('name', '')} {model.get('source', '')}".lower()
+        return not self.names or any(n in where for n in self.names)
+
+
+SINGH_SCORES = (
+    PublishedScore(
+        "singh.concepts_pyramidal",
+        "GPT-Neo-1.3B on HellaSwag",
+        "0.839 zero-shot and 0.823 5-shot with the standard scheme, 0.845 and 0.849 with "
+        "its best schemes (the paper's best of 14 models; none reached 1.0)",
+        "section 5.1.1",
+        family="gpt_neo",
+        n_layers=24,
+        d_model=2048,
+    ),
+    PublishedScore(
+        "singh.concepts_similarity",
+        "GPT-Neo-1.3B on HellaSwag",
+        "0.826 zero-shot and 0.805 5-shot with its best schemes",
+        "section 5.1.2",
+        family="gpt_neo",
+        n_layers=24,
+        d_model=2048,
+    ),
+    PublishedScore(
+        "singh.concepts_pyramidal",
+        "Flan-T5-large on HellaSwag",
+        "about 0.80 zero-shot and 0.738 5-shot",
+        "section 5.1.1",
+        family="t5",
+        n_layers=24,
+        d_model=1024,
+        names=("flan-t5-large",),
+    ),
+    PublishedScore(
+        "singh.concepts_similarity",
+        "the paper's three encoder-decoder models on HellaSwag",
+        "up to 0.96",
+        "section 5.1.2",
+        position="t5-relative",
+    ),
+    PublishedScore(
+        "singh.negative_self_bias_table.encoder",
+        "the T5-Small and Flan-T5-XL encoders",
+        "about 80% of the position kernels (one per head) attenuate the query's own position",
+        "appendix A.2",
+        position="t5-relative",
+    ),
+    PublishedScore(
+        "singh.far_amplification_table.decoder",
+        "the Flan-T5-XL decoder",
+        "about 30% of the self-attention heads amplify far positions",
+        "appendix A.2, figure 8",
+        position="t5-relative",
+    ),
+)
+"""Numbers Singh (2023) states in its text (normalised scores are accuracy over the
+model's own HellaSwag baseline accuracy)."""
+
+
+def published_scores(model: dict[str, Any] | None) -> dict[str, str]:
+    """claim id -> the published numbers for a run's model or setting, with their source
+    (claims the paper states no number for are absent)."""
+    found: dict[str, list[str]] = {}
+    for score in SINGH_SCORES:
+        if score.matches(model or {}):
+            found.setdefault(score.claim, []).append(
+                f"{score.model}: {score.text} ({SINGH}, {score.source})"
+            )
+    return {claim: "; ".join(texts) for claim, texts in found.items()}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from geomlens.io.runfolder import Run
 from geomlens.report import interactive as plots
+from geomlens.report.claims import best_scheme
 from geomlens.report.html import number, paper, plot, readings, table
 from geomlens.report.section import Section
 
@@ -23,10 +24,10 @@ def concepts_section(run: Run) -> str:
     ]
     ranking = c.get("ranking") or []
     schemes = c.get("schemes") or {}
-    if ranking:
-        best = schemes[ranking[0]]
+    if name := best_scheme(c):  # the one the claims name: no input echo, nothing degenerate
+        best = schemes[name]
         lines.append(
-            f"The best scheme, {ranking[0]}, reaches {number(best.get(headline))} of the "
+            f"The best scheme, {name}, reaches {number(best.get(headline))} of the "
             f"baseline (accuracy {best['acc']:.3f})."
         )
     rows = []

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from geomlens.io.runfolder import Run
-from geomlens.report.claims import run_claims, run_published, text
+from geomlens.report.claims import counted, run_claims, run_published, text
 from geomlens.report.html import escape, readings, table
 from geomlens.report.section import Section
 from geomlens.report.sections.decomposition import decomposition_readings
@@ -21,13 +21,25 @@ def summary_section(run: Run) -> str:
         f"{config['corpus']} corpus, {config['contexts']} windows of {config['length']} tokens.",
     ]
     lines += decomposition_readings(m)[:2]
-    found = run_claims(m, manifest)
-    done = [c for c in found if not c["verdict"].startswith("not measured")]
-    ok = sum(c["verdict"] == "reproduced" for c in done)
-    unsure = sum(c["verdict"] == "inconclusive" for c in done)
+    count = counted(run_claims(m, manifest))
     lines.append(
-        f"{ok} of the {len(done)} claims measured here are reproduced"
-        + (f", {unsure} inconclusive (their 95% interval holds the threshold)" if unsure else "")
+        f"{count['reproduced']} of the {count['claims']} claims measured here are reproduced"
+        + (
+            f", {count['inconclusive']} inconclusive (a guard fired or the 95% interval holds "
+            "the threshold)"
+            if count["inconclusive"]
+            else ""
+        )
+        + (
+            f"; {count['not applicable']} do not apply to this model"
+            if count["not applicable"]
+            else ""
+        )
+        + (
+            f"; {len(count['apart'])} variants and identity checks are listed apart"
+            if count["apart"]
+            else ""
+        )
         + " (see Claims)."
     )
     seconds = (manifest.get("timing") or {}).get("wall_seconds")
@@ -43,12 +55,19 @@ def claims_section(run: Run) -> str:
     rows = []
     for c in run_claims(run.metrics, run.manifest):
         css = VERDICT_CSS.get(c["verdict"], "verdict-not")
+        if c["verdict"].startswith(("not applicable", "not measured")):
+            css = ""
+        verdict = escape(c["verdict"])
+        if c.get("why"):
+            verdict += f'<br><span class="note">{escape(c["why"])}</span>'
+        if c.get("kind", "claim") != "claim":
+            verdict += f'<br><span class="note">({escape(c["kind"])}, not counted)</span>'
         value = escape(c["value"])
         if c.get("published"):
             value += f'<br><span class="note">published: {escape(c["published"])}</span>'
         rows.append(
             f"<tr><td>{escape(c['claim'])}</td><td>{escape(c['paper'])}</td>"
-            f'<td class="{css}">{escape(c["verdict"])}</td><td>{value}</td>'
+            f'<td class="{css}">{verdict}</td><td>{value}</td>'
             f"<td>{escape(c['rule'])}</td><td>{escape(c['interval'])}</td></tr>"
         )
     head = "".join(
@@ -57,8 +76,12 @@ def claims_section(run: Run) -> str:
     )
     note = (
         '<p class="note">Position/context claims read the view with position 0 left out '
-        "(the original authors' default); medians are over layers. A claim whose 95% "
-        "interval holds the threshold is inconclusive: this run cannot decide it.</p>"
+        "(the original authors' default) and the positional estimate with its sampling "
+        "noise removed; medians are over layers. A claim is inconclusive when a guard fires "
+        "(too much noise, a baseline at chance, nothing to compare, ...) or its 95% interval "
+        "holds the threshold, and says which; a claim its paper did not make about this kind "
+        "of model is not applicable. Variants and identity checks are not counted in the "
+        "summary. docs/claims.md lists every claim's scope, rule, guards and threshold.</p>"
     )
     body = "".join(rows)
     published = published_tables(run_published(run.metrics, run.manifest))
