@@ -73,4 +73,4 @@ def test_help_lines_match_the_command_modules() -> None:
     from geomlens.commands import HELP
 
     for name, line in HELP.items():
-        assert importlib.import_module(f"geomlens.commands.{name}").HELP == line
+        assert line == importlib.import_module(f"geomlens.commands.{name}").HELP
