@@ -35,7 +35,7 @@ def test_report_says_what_it_is_doing_the_whole_way(report_run: Path) -> None:
     ):
         assert f"[{i}/3] {title} ..." in lines
         assert any(re.fullmatch(rf"\[{i}/3\] {title}: done in \d+ s", line) for line in lines)
-    steps = [line.split(" (")[0] for line in lines if line.startswith("  ")]
+    steps = [m[1] for line in lines if (m := re.fullmatch(r"(  \w+: .+) \(\d+ s\)", line))]
     assert steps == [
         "  sphere: norm statistics and top tokens",
         "  sphere: head probe",
@@ -46,6 +46,19 @@ def test_report_says_what_it_is_doing_the_whole_way(report_run: Path) -> None:
         "  walk: encoding walk",
         "  walk: position kernels and the refactoring check",
     ]
+    # the steps that scan the vocabulary layer by layer (seconds each on a real model)
+    # show a bar of their layers or readouts, finished, with tqdm's time left
+    n_layers = 6  # MiniLM's blocks: the encoding walk reads layers 0..6
+    for step, unit, total in [
+        ("  sphere: head probe", "layer", None),
+        ("  sphere: logit lens and FFN sub-updates", "readout", None),
+        ("  walk: encoding walk", "layer", n_layers + 1),
+    ]:
+        bar = [line for line in lines if line.startswith(f"{step}: ")]
+        assert bar, (step, lines)
+        done = re.search(rf"(\d+)/(\d+) \[[\d:]+<[\d:]+, +(\S+{unit}/s|\S+s/{unit})\]", bar[-1])
+        assert done and done[1] == done[2], (step, bar[-1])
+        assert total is None or int(done[2]) == total, (step, bar[-1])
 
 
 def test_report_holds_every_analysis(report_run: Path) -> None:

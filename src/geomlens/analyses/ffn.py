@@ -188,6 +188,7 @@ def ffn_subupdates(
     target_id: int | None = None,
     h_last: torch.Tensor | None = None,
     n_top: int = 20,
+    progress: Callable[[int], object] | None = None,
 ) -> FfnResult:
     """Strongest FFN rows of ``layers`` read through the unembedding; prompt contributions.
 
@@ -201,13 +202,23 @@ def ffn_subupdates(
         target_id: the token whose logit is explained.
         h_last: [d] the last hidden state at that position (for the norm's scale).
         n_top: contributions kept.
+        progress: called with 1 after each layer's rows and after the prompt's
+            contributions (a progress bar's ``update``; ``len(layers) + 1`` calls).
     """
 
     def tok(i: int) -> str:
         return str(i) if tokens is None else tokens[i]
 
-    rows = {str(layer): _strongest_rows(view, layer, tok, n_rows, k) for layer in layers}
+    def tick() -> None:
+        if progress is not None:
+            progress(1)
+
+    rows = {}
+    for layer in layers:
+        rows[str(layer)] = _strongest_rows(view, layer, tok, n_rows, k)
+        tick()
     prompt = None
     if prompt_inputs is not None and target_id is not None and h_last is not None:
         prompt = _prompt_contributions(view, prompt_inputs, target_id, h_last, tok, n_top)
+    tick()
     return FfnResult(layers=list(layers), rows=rows, prompt=prompt)

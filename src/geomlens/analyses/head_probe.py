@@ -170,6 +170,7 @@ def probe_heads(
     tokens: Sequence[str] | None = None,
     k: int = 5,
     n_dropped: int = 0,
+    progress: Callable[[int], object] | None = None,
 ) -> HeadProbe:
     """Probe every head of ``layers`` with the nouns.
 
@@ -181,6 +182,7 @@ def probe_heads(
         tokens: [vocab] token strings (None: ids as strings).
         k: entries per table row.
         n_dropped: recorded as is (nouns left out by the caller).
+        progress: called with 1 after each layer (a progress bar's ``update``).
     """
     if len(noun_ids) < 2:
         raise GeomlensError("the head probe needs at least 2 single-token nouns.")
@@ -203,6 +205,8 @@ def probe_heads(
         fraction_cis.append(frac_ci)
         rank_cis.append(rank_ci)
         tables[str(layer)] = _layer_tables(layer_tab, words, tok)
+        if progress is not None:
+            progress(1)
     return HeadProbe(
         nouns=words,
         noun_ids=[int(i) for i in ids],

@@ -218,6 +218,7 @@ def encoding_walk(
     space: TokenSpace | None = None,
     next_ids: torch.Tensor | None = None,
     stack: str = "main",
+    progress: Callable[[int], object] | None = None,
 ) -> EncodingWalk:
     """The encoding walk of one text through one stack.
 
@@ -231,6 +232,7 @@ def encoding_walk(
         next_ids: [N] the next token of positions 0..N-1 (default ``input_ids[1:]``; the
             decoder stack: the text, which it must predict at every position).
         stack: "main" or "decoder" (chooses the readout, see ``comparable``).
+        progress: called with 1 after each layer (a progress bar's ``update``).
     """
     space = space or TokenSpace.of(view)
     r = comparable(view, hidden, layer_names, stack)
@@ -249,6 +251,8 @@ def encoding_walk(
             out[f"top_{m}"].append(got.top_ids)
             out[f"own_{m}"].append(got.ranks[:, 0])
             out[f"next_{m}"].append(got.ranks[: len(nxt), 1])
+        if progress is not None:
+            progress(1)
     arr = {key: torch.stack(v).numpy().astype(np.int64) for key, v in out.items()}
     return EncodingWalk(
         layer_names=names,

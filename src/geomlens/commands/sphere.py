@@ -37,7 +37,7 @@ from geomlens.corpus import Windows, load_corpus
 from geomlens.corpus.tokenized import document_ids
 from geomlens.errors import GeomlensError, short_list, within_limit
 from geomlens.extras import used
-from geomlens.io.progress import Step, StepLines, quiet
+from geomlens.io.progress import Step, StepLines, quiet, step_bar
 from geomlens.io.runfolder import Run, RunFolder, write_json
 from geomlens.models.loading import load_configured
 from geomlens.models.view import ModelView
@@ -173,24 +173,37 @@ def analyse_sphere(
         step("head probe")
         layers = probe_layers if probe_layers is not None else head_probe.default_probe_layers(view)
         kept, noun_ids = head_probe.single_token_ids(view.tokenizer, nouns)
-        probe = head_probe.probe_heads(
-            view, noun_ids, layers, nouns=kept, tokens=tokens, n_dropped=len(nouns) - len(kept)
-        )
+        with step_bar(step, len(layers), "layer") as bar:
+            probe = head_probe.probe_heads(
+                view,
+                noun_ids,
+                layers,
+                nouns=kept,
+                tokens=tokens,
+                n_dropped=len(nouns) - len(kept),
+                progress=bar.update,
+            )
 
         step("logit lens and FFN sub-updates")
         prompt_ids = check_prompt(view, prompt)
         pid = torch.as_tensor([prompt_ids], dtype=torch.long)
-        hidden = {k: v[0] for k, v in hidden_states(view, pid, range(view.n_layers + 1)).items()}
-        traj = lens.trajectory(view, prompt_ids, hidden, tokens)
-        inputs = mlp_inputs(view, pid)
-        ffn = ffn_analysis.ffn_subupdates(
-            view,
-            layers,
-            tokens=tokens,
-            prompt_inputs=inputs,
-            target_id=traj.prediction_id,
-            h_last=hidden[view.n_layers][-1],
-        )
+        # one readout for the lens, one per layer's FFN rows, one for the prompt's FFN
+        with step_bar(step, len(layers) + 2, "readout") as bar:
+            hidden = {
+                k: v[0] for k, v in hidden_states(view, pid, range(view.n_layers + 1)).items()
+            }
+            traj = lens.trajectory(view, prompt_ids, hidden, tokens)
+            bar.update(1)
+            inputs = mlp_inputs(view, pid)
+            ffn = ffn_analysis.ffn_subupdates(
+                view,
+                layers,
+                tokens=tokens,
+                prompt_inputs=inputs,
+                target_id=traj.prediction_id,
+                h_last=hidden[view.n_layers][-1],
+                progress=bar.update,
+            )
         map3 = None
         if drawn() and used("umap"):  # the map only feeds the trajectory figures
             step("UMAP of the trajectory")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -37,6 +38,7 @@ from geomlens.analyses.kernels import (
 )
 from geomlens.analyses.refactor import AttentionTap, RefactorResult, record_seq2seq_attention
 from geomlens.analyses.similarity import (
+    FINAL_NORM,
     decoder_inputs,
     layer_stack,
     sig,
@@ -59,7 +61,7 @@ from geomlens.commands.result import Result
 from geomlens.corpus import Windows
 from geomlens.errors import GeomlensError
 from geomlens.io.files import write_text_atomic
-from geomlens.io.progress import Step, StepLines, quiet
+from geomlens.io.progress import Step, StepLines, quiet, step_bar
 from geomlens.io.runfolder import Run, RunFolder, write_json
 from geomlens.models.loading import load_configured
 from geomlens.models.view import ModelView
@@ -232,14 +234,22 @@ def _save_encoding(folder: RunFolder, view: ModelView, enc: EncodingWalk, suffix
 
 
 def _decoding(
-    folder: RunFolder, view: ModelView, ids: torch.Tensor, generate: int, top_k: int, seed: int
+    folder: RunFolder,
+    view: ModelView,
+    ids: torch.Tensor,
+    generate: int,
+    top_k: int,
+    seed: int,
+    progress: Callable[[int], object] | None = None,
 ) -> dict[str, Any]:
-    """Greedy and seeded sampled decoding walks: side files, figure, metrics."""
+    """Greedy and seeded sampled decoding walks: side files, figure, metrics
+    (``progress`` hears 1 after each walk)."""
     space = TokenSpace.of(view)
-    walks: list[DecodingWalk] = [
-        decoding_walk(view, ids, generate, "greedy", k=top_k, space=space),
-        decoding_walk(view, ids, generate, "sample", seed=seed, k=top_k, space=space),
-    ]
+    walks: list[DecodingWalk] = []
+    for mode in ("greedy", "sample"):
+        walks.append(decoding_walk(view, ids, generate, mode, seed=seed, k=top_k, space=space))
+        if progress is not None:
+            progress(1)
     decoding = {w.mode: w.to_dict() for w in walks}
     for w in walks:
         decoding[w.mode]["text"] = view.tokenizer.decode(w.tokens.tolist())
@@ -389,14 +399,18 @@ def analyse_walk(  # type: ignore[no-untyped-def]
 
             step("encoding walk")
             stack = "encoder" if view.is_seq2seq else "main"
-            enc = encoding_walk(view, hidden, names, ids, k=top_k, space=space, stack=stack)
+            with step_bar(step, sum(n != FINAL_NORM for n in names), "layer") as bar:
+                enc = encoding_walk(
+                    view, hidden, names, ids, k=top_k, space=space, stack=stack, progress=bar.update
+                )
             _save_encoding(folder, view, enc, "")
             decoder = _decoder_stack(folder, view, ids, top_k, space) if view.is_seq2seq else None
 
             decoding: dict[str, Any] | None = None
             if generate > 0:
                 step("decoding walks")
-                decoding = _decoding(folder, view, ids, generate, top_k, seed)
+                with step_bar(step, 2, "walk") as bar:
+                    decoding = _decoding(folder, view, ids, generate, top_k, seed, bar.update)
 
             step("position kernels and the refactoring check")
             kernels = _kernels(folder, view, windows, kernel_windows)
