@@ -468,6 +468,30 @@ def test_a_temporary_file_is_removed_when_a_signal_ends_the_process(name, tmp_pa
     assert target.read_text() == "before"
 
 
+SAVING_TERMINATED = textwrap.dedent(
+    """
+    import os, signal, sys
+    from pathlib import Path
+    import torch
+    import geomlens.capture.store as store
+    def save_file(tensors, filename):
+        Path(filename).write_bytes(b"half")
+        os.kill(os.getpid(), signal.SIGTERM)
+    store.save_file = save_file
+    store.save_atomic({"x": torch.zeros(2)}, Path(sys.argv[1]))
+    """
+)
+
+
+def test_a_statistics_file_being_saved_is_removed_on_sigterm(tmp_path):
+    target = tmp_path / "state_00001.safetensors"
+    done = subprocess.run(
+        [sys.executable, "-c", SAVING_TERMINATED, str(target)], capture_output=True, timeout=120
+    )
+    assert done.returncode == -signal.SIGTERM, done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_api_raises_geomlens_errors_only(d, tmp_path, monkeypatch):
     import errno
 

@@ -22,6 +22,7 @@ from safetensors.torch import save as save_bytes
 from safetensors.torch import save_file
 
 from geomlens.errors import GeomlensError
+from geomlens.io.files import temporary
 
 
 def is_url(location: str | Path) -> bool:
@@ -47,8 +48,9 @@ def save_atomic(tensors: dict[str, torch.Tensor], path: Path) -> Path:
     """
     tmp = path.with_suffix(".tmp")
     try:
-        save_file(tensors, str(tmp))
-        os.replace(tmp, path)
+        with temporary(tmp):  # removed on an error, and on SIGTERM or SIGHUP
+            save_file(tensors, str(tmp))
+            os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         if exc.filename is None:
