@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import errno
+import math
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -118,6 +120,18 @@ def os_error_sentence(exc: OSError) -> str:
     where = f" {os.fsdecode(exc.filename)}" if exc.filename is not None else ""
     advice = _OS_ADVICE.get(code, "check the path and the disk")
     return f"cannot {verb}{where}: {cause.rstrip('.')}; {advice}."
+
+
+def seconds_option(text: str) -> float:
+    """An option's number of seconds (``--checkpoint-every``): 0 or more (``inf``: never),
+    never NaN; for argparse's ``type=`` (the error becomes its one-line usage error)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if math.isnan(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"takes a number of seconds, 0 or more (got {text!r})")
+    return value
 
 
 def one_line(message: str) -> str:

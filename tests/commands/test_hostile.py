@@ -351,6 +351,18 @@ def test_a_nouns_file_past_the_limit_is_refused(d, tmp_path, capsys):
     refused(capsys, argv, "has 10,001 nouns, more than the 10,000 geomlens takes")
 
 
+@pytest.mark.parametrize("value", ["nan", "-1", "abc"])
+def test_checkpoint_every_takes_seconds(value, tmp_path, capsys):
+    out = tmp_path / "run"
+    refused(
+        capsys,
+        f"capture --checkpoint-every {value}",
+        f"--checkpoint-every: takes a number of seconds, 0 or more (got '{value}')",
+        out=out,
+    )
+    assert not out.exists()
+
+
 def test_repeated_keys_are_refused_but_task_metadata_may_repeat():
     with pytest.raises(JSONTextError, match="'label' appears twice"):
         loads('{"label": 0, "endings": ["a", "b"], "label": 1}')

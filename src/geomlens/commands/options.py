@@ -11,6 +11,7 @@ from typing import Any
 
 from geomlens.capture.capture import CaptureConfig
 from geomlens.engines import EngineConfig
+from geomlens.errors import seconds_option
 from geomlens.report.figure_level import FIGURE_LEVELS
 
 MAX_LAYERS = 1_000_000
@@ -92,7 +93,7 @@ def add_capture_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--checkpoint-every",
-        type=float,
+        type=seconds_option,
         default=30.0,
         metavar="SECONDS",
         help="save resumable progress at most this often (default 30)",
