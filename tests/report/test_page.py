@@ -18,6 +18,7 @@ import pytest
 from geomlens.io.runfolder import Run
 from geomlens.report.glossary import GLOSSARY, describe, descriptions
 from geomlens.report.html import number, rounded
+from geomlens.report.interactive import fewer_slider_steps
 from geomlens.report.sections.attention import attention_section
 from geomlens.report.sections.decomposition import TABLE_KEYS
 from geomlens.report.sections.sphere import sphere_section
@@ -193,3 +194,21 @@ def test_page_fits_a_1400_px_window_with_no_console_errors(minilm_report: Path, 
     assert wide  # the per-layer tables are wider than the window: they scroll in their box
     assert errors == []
     page.close()
+
+
+def test_the_page_keeps_fewer_layers_of_a_slider_figure() -> None:
+    """A 12-layer heatmap slider cut to 6 evenly spread layers, the last kept and shown."""
+    traces = [{"type": "heatmap", "z": [[i]], "visible": i == 11} for i in range(12)]
+    steps = [
+        {"label": f"L{i}", "args": [{"visible": [j == i for j in range(12)]}]} for i in range(12)
+    ]
+    figure = {"data": traces, "layout": {"sliders": [{"steps": steps, "active": 11}]}}
+    cut = fewer_slider_steps(figure, 6)
+    kept = [t["z"][0][0] for t in cut["data"]]
+    assert kept == [0, 2, 4, 7, 9, 11]
+    assert [t["visible"] for t in cut["data"]] == [False] * 5 + [True]
+    slider = cut["layout"]["sliders"][0]
+    assert [s["label"] for s in slider["steps"]] == [f"L{i}" for i in kept]
+    assert slider["steps"][2]["args"][0]["visible"] == [False, False, True, False, False, False]
+    assert slider["active"] == 5
+    assert fewer_slider_steps(figure, 12) is figure

@@ -8,7 +8,8 @@ windows). Once every analysis has read them and written its numbers to metrics.j
 
 - kept, float32: the positional sums, and the context sums and second moments *without*
   position 0 (``ctx_rest = ctx_sum - first``, ``second_rest = second - sum_c first first^T``,
-  both formed in float64 before rounding), and position 0 itself (``first``). Keeping
+  both formed in float64 before rounding; the symmetric second moments as their upper
+  triangle), and position 0 itself (``first``). Keeping
   position 0 apart means its large vectors never cancel against rounded sums: the view
   without position 0 reads the rest as stored, the view with it adds position 0 back.
 - kept, float64: the sums of squares, the context counts and the layers.
@@ -55,8 +56,25 @@ def compacted(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     out["ctx_rest"] = (state["ctx_sum"].to(f64) - first).to(torch.float32)
     if "second" in state:
         own = torch.einsum("lcd,lce->lde", first, first)
-        out["second_rest"] = (state["second"].to(f64) - own).to(torch.float32)
+        rest = (state["second"].to(f64) - own).to(torch.float32)
+        rows, cols = upper(rest.shape[-1])
+        out["second_rest"] = rest[:, rows, cols]  # [L, d (d + 1) / 2]: it is symmetric
     return {k: v.contiguous() for k, v in out.items()}
+
+
+def upper(d: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Row and column indices of the upper triangle (diagonal included) of a d x d matrix."""
+    index = torch.triu_indices(d, d)
+    return index[0], index[1]
+
+
+def symmetric(packed: torch.Tensor, d: int) -> torch.Tensor:
+    """[L, d, d] from the upper triangles ``packed`` [L, d (d + 1) / 2]."""
+    rows, cols = upper(d)
+    full = torch.zeros(packed.shape[0], d, d, dtype=packed.dtype)
+    full[:, rows, cols] = packed
+    full[:, cols, rows] = packed
+    return full
 
 
 def widened(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -70,7 +88,8 @@ def widened(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     first = out["first"]
     out["ctx_sum"] = state["ctx_rest"].to(f64) + first
     if "second_rest" in state:
-        out["second"] = state["second_rest"].to(f64) + torch.einsum("lcd,lce->lde", first, first)
+        rest = symmetric(state["second_rest"].to(f64), first.shape[-1])
+        out["second"] = rest + torch.einsum("lcd,lce->lde", first, first)
     return out
 
 
@@ -80,7 +99,11 @@ def compact_stats(folder: str | Path) -> dict[str, Any]:
     path = Path(folder) / "stats" / "decomposition.safetensors"
     record: dict[str, Any] = {
         "file": "stats/decomposition.safetensors",
-        "float32": [*FLOAT32, "ctx_sum less position 0", "second moments less position 0"],
+        "float32": [
+            *FLOAT32,
+            "ctx_sum less position 0",
+            "second moments less position 0 (upper triangle)",
+        ],
         "dropped": list(DROPPED),
         "why": "the interval groups were read by the analyses (their intervals and noise "
         "estimates are in metrics.json); analyses rerun from this folder give the plain "

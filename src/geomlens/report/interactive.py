@@ -176,3 +176,21 @@ def bars(
     fig.add_bar(x=list(labels), y=list(values), error_y=error_y)
     fig.update_layout(**_layout(title, "", yaxis))
     return as_dict(fig)
+
+
+def fewer_slider_steps(figure: dict[str, Any], keep: int) -> dict[str, Any]:
+    """A slider figure (one trace per step, one visible) cut to ``keep`` evenly spread
+    steps, the last kept: for the page, where each heatmap costs its bytes; the figure
+    file keeps them all."""
+    traces = figure["data"]
+    sliders = (figure.get("layout") or {}).get("sliders") or []
+    if len(traces) <= keep or len(sliders) != 1 or len(sliders[0]["steps"]) != len(traces):
+        return figure
+    n = len(traces)
+    chosen = sorted({round(i * (n - 1) / (keep - 1)) for i in range(keep)})
+    steps = [sliders[0]["steps"][i] for i in chosen]
+    for k, step in enumerate(steps):
+        step["args"] = [{"visible": [j == k for j in range(len(chosen))]}, *step["args"][1:]]
+    data = [{**traces[i], "visible": i == chosen[-1]} for i in chosen]
+    slider = {**sliders[0], "steps": steps, "active": len(chosen) - 1}
+    return {"data": data, "layout": {**figure["layout"], "sliders": [slider]}}

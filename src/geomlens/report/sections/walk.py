@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from geomlens.io.runfolder import Run
-from geomlens.report.html import paper, readings, table
+from geomlens.report import interactive as plots
+from geomlens.report.html import paper, plot, readings, table
 from geomlens.report.section import Section, pct
 from geomlens.report.sections.sphere import untrained_readout
 
@@ -58,9 +61,28 @@ def walk_section(run: Run) -> str:
                 "Similarity between positions",
                 keys=["layer", "mean_cos", "mean_cos_adjacent", "section_contrast", "mean_norm"],
             ),
-            SECTION.saved_plot(folder, "walk_similarity_cos", "plot-similarity"),
+            similarity_plot(folder),
             SECTION.static_figures(folder, ("walk_",)),
         ]
+    )
+
+
+PAGE_LAYERS = 6
+"""Layers of the cosine similarity map drawn on the page (the figure file has up to 12)."""
+
+
+def similarity_plot(folder: Path) -> str:
+    """The cosine similarity map with a layer slider, cut to ``PAGE_LAYERS`` layers."""
+    path = folder / "figures" / "walk_similarity_cos.plotly.json"
+    if not path.exists():
+        return ""
+    figure = plots.fewer_slider_steps(json.loads(path.read_text(encoding="utf-8")), PAGE_LAYERS)
+    return plot(
+        figure,
+        "plot-similarity",
+        SECTION.captions["walk_similarity_cos"]
+        + f" ({len(figure['data'])} layers here; every layer in figures/walk_similarity_cos.html)",
+        SECTION.how_to_read("walk_similarity_cos"),
     )
 
 
