@@ -300,7 +300,7 @@ def test_run_walk_folder_and_determinism(smollm2_eager: ModelView, tmp_path):
     tensors = load_file(str(run.path / "similarity.safetensors"))
     L = smollm2_eager.n_layers
     assert tensors["input_ids"].shape == (len(smollm2_eager.tokenizer(SHORT)["input_ids"]),)
-    assert {f"cos_{l}" for l in range(L + 2)} <= set(tensors)
+    assert {f"dot_{l}" for l in range(L + 2)} <= set(tensors) and "cos_0" not in tensors
     assert tensors["dot_0"].dtype == torch.float32
     kernels = load_file(str(run.path / "kernels.safetensors"))
     assert kernels["attn"].shape == (L, smollm2_eager.n_heads, 64)

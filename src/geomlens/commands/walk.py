@@ -147,11 +147,12 @@ def token_labels(view: ModelView, ids: Any) -> list[str]:
     return out
 
 
-def _save_similarity(path: Path, ids: torch.Tensor, dot: Any, cos: Any) -> None:
+def _save_similarity(path: Path, ids: torch.Tensor, dot: Any) -> None:
+    """The inner-product maps only: each cosine map is ``dot / sqrt(outer(diag, diag))``
+    of its own (the diagonal holds the squared norms), so storing it too doubled the file."""
     tensors = {"input_ids": ids.clone().long()}
     for l in range(dot.shape[0]):
         tensors[f"dot_{l}"] = torch.from_numpy(np.ascontiguousarray(dot[l]))
-        tensors[f"cos_{l}"] = torch.from_numpy(np.ascontiguousarray(cos[l]))
     save_file(tensors, str(path))
 
 
@@ -345,7 +346,7 @@ def _similarity(folder: RunFolder, view: ModelView, ids: torch.Tensor, sections:
     labels = token_labels(view, ids)
     hidden, names = layer_stack(view, ids)
     maps = similarity_maps(hidden, names, sections)
-    _save_similarity(folder.path / "similarity.safetensors", ids, maps.dot, maps.cos)
+    _save_similarity(folder.path / "similarity.safetensors", ids, maps.dot)
     for metric in ("cos", "dot"):
         save_later(figs.similarity_grid(maps, metric), fig_dir / f"walk_similarity_{metric}.png")
     for metric in ("cos", "dot"):
