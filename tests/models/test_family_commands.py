@@ -1,5 +1,6 @@
-"""Every family end to end: ``geomlens report`` (capture, position and context, sphere,
-walk and, for decoders, the concept tests) on a tiny random model of each row of the
+"""Every family end to end: ``geomlens report`` (capture, position and context with the
+attention split, sphere with the head probe and logit lens, walk with its kernels and
+refactoring, and for decoders the concept tests) on a tiny random model of each row of the
 family table, saved as a folder with a real tokenizer and loaded by path as a user would.
 
 The tokenizer is a small one trained on BBC news (``tiny_models.small_tokenizer``: byte-level
@@ -96,8 +97,17 @@ def test_report_runs_on_every_family(case: Case, root: Path) -> None:
     encoder = family_for(transformers.AutoConfig.from_pretrained(folder)).is_encoder
     expected = {"decomposition", "sphere", "walk"} | (set() if encoder else {"concepts"})
     assert expected <= set(metrics), f"{case.id}: sections {sorted(metrics)}"
-    assert metrics["sphere"]["identity"]["max_rel_err"] < 1e-4
-    assert metrics["walk"]["refactor"]["max_rel_err"] < 1e-4
+    assert metrics["capture"]["n_contexts"] == 8 and metrics["capture"]["layers"]
+    sphere, walk = metrics["sphere"], metrics["walk"]
+    assert sphere["identity"]["max_rel_err"] < 1e-4
+    assert sphere["heads"] and sphere["trajectory"], f"{case.id}: head probe or logit lens"
+    assert walk["refactor"]["max_rel_err"] < 1e-4 and walk["kernels"]["n_windows"] == 8
+    attention = metrics["attention"]  # the split where scores are bilinear in the input
+    if "unsupported" in attention:  # q/k norms or soft-capping
+        assert "(not linear)" in attention["unsupported"], f"{case.id}: {attention}"
+    else:
+        split = attention["parts"]
+        assert split and all(b["max_rel_error"] < 1e-5 for b in split), f"{case.id}: {split}"
     assert (out / "report.html").stat().st_size > 10_000
 
 
@@ -129,5 +139,11 @@ def test_models_lists_the_families(capsys: pytest.CaptureFixture[str]) -> None:
     assert len(names) >= 20 and {"gptj", "falcon", "bloom", "mixtral", "t5"} <= names
     by_name = {r["family"]: r for r in rows}
     assert by_name["bloom"]["position"] == "alibi" and by_name["gptj"]["layout"] == "parallel"
+    types = {t for r in rows for t in r["model_types"]}
+    named = "starcoder2 stablelm granite cohere olmo gpt_bigcode codegen qwen2_moe smollm3"
+    named += " nemotron xglm distilbert electra xlm-roberta albert modernbert bart mt5"
+    assert len(types) >= 45 and set(named.split()) <= types, set(named.split()) - types
+    assert "llama3" in by_name["llama"]["rope_types"] and not by_name["bert"]["rope_types"]
     assert main(["models", "--families"]) == 0
-    assert "olmo2" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "olmo2" in text and "rope types" in text and "llama3" in text

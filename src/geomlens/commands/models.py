@@ -29,6 +29,7 @@ def print_table(rows: list[dict[str, Any]], cols: list[str]) -> None:
 def families(args: argparse.Namespace) -> int:
     """The supported families: position scheme, block layout, norms, what else each handles."""
     from geomlens.models.families import FAMILIES
+    from geomlens.models.families.rope import rope_types
     from geomlens.models.loading import gguf_architectures
 
     gguf = gguf_architectures()
@@ -44,16 +45,28 @@ def families(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
+    every = list(rope_types())
     for row in rows:
         row["features"] = ", ".join(row["features"]) or "-"
         row["gguf"] = "yes" if row["gguf"] else "-"
-    print_table(rows, ["family", "position", "layout", "norm", "gguf", "features"])
+        row["rope types"] = rope_cell(row["rope_types"], every)
+    print_table(rows, ["family", "position", "rope types", "layout", "norm", "gguf", "features"])
     print(
-        "\nEach family is checked against Hugging Face on tiny random models "
+        f"\nRope types 'all': {', '.join(every)} (every type transformers implements; the "
+        "frequencies come from the model's own rotary module, dynamic only within the "
+        "original context).\nEvery load is checked against Hugging Face's own forward pass "
+        "(the on-load check). Each family is checked on tiny random models "
         "(tests/models/test_families.py) and runs every command "
         "(tests/models/test_family_commands.py)."
     )
     return 0
+
+
+def rope_cell(types: list[str], every: list[str]) -> str:
+    """A family's rope types for the table: "all", "-" for none, else the list."""
+    if types == every:
+        return "all"
+    return ", ".join(types) or "-"
 
 
 def main(args: argparse.Namespace) -> int:
