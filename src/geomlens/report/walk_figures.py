@@ -21,7 +21,11 @@ from geomlens.analyses.walks import EncodingWalk, WalkProjection
 from geomlens.report.figures import new_figure, pick_layers
 
 MAX_INTERACTIVE_LAYERS = 12
-"""Cosine maps: up to 12 layers, stored as int16 thousandths; inner products: up to 8, float32."""
+"""Cosine maps: up to 12 layers, stored as int16 thousandths."""
+
+MAX_DOT_LAYERS = 4
+"""Inner-product maps: up to 4 layers, float32 (every layer's map is in
+similarity.safetensors; a long text's float32 maps cost about 0.6 MB a layer per file)."""
 
 
 def _pick(names: Sequence[str], n: int) -> list[int]:
@@ -65,7 +69,7 @@ def similarity_interactive(
     layer is in similarity.safetensors.
     """
     cos = metric == "cos"
-    idx = _pick(maps.layer_names, MAX_INTERACTIVE_LAYERS if cos else 8)
+    idx = _pick(maps.layer_names, MAX_INTERACTIVE_LAYERS if cos else MAX_DOT_LAYERS)
     axis = [f"{t}: {s}" for t, s in enumerate(labels)]
     fig = go.Figure()
     for n, i in enumerate(idx):

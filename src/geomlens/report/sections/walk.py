@@ -67,7 +67,7 @@ def walk_section(run: Run) -> str:
     )
 
 
-PAGE_LAYERS = 6
+PAGE_LAYERS = 4
 """Layers of the cosine similarity map drawn on the page (the figure file has up to 12)."""
 
 
