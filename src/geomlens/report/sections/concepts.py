@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from geomlens.io.runfolder import Run
 from geomlens.report import interactive as plots
-from geomlens.report.claims import best_scheme
+from geomlens.report.claims import best_scheme, sound_schemes
 from geomlens.report.html import number, paper, plot, readings, table
 from geomlens.report.section import Section
 
@@ -30,11 +30,15 @@ def concepts_section(run: Run) -> str:
             f"The best scheme, {name}, reaches {number(best.get(headline))} of the "
             f"baseline (accuracy {best['acc']:.3f})."
         )
+    _, left_out = sound_schemes(c)  # shown, but never read as the finding
     rows = []
     for name in ranking:
         s = schemes[name]
         low, high = s.get(f"{headline}_ci") or (None, None)
-        rows.append([name, s["acc"], s.get(headline), low, high, s.get("normalised_vs_acc_norm")])
+        note = f"not a candidate: {left_out[name]}" if name in left_out else ""
+        rows.append(
+            [name, s["acc"], s.get(headline), low, high, s.get("normalised_vs_acc_norm"), note]
+        )
     parts = [
         paper(
             "singh",
@@ -59,9 +63,10 @@ def concepts_section(run: Run) -> str:
                 "a bar whose interval holds 1.0 is not told apart from it by these items.",
             )
         )
-        header = ["scheme", "acc", "normalised", "95% low", "95% high", "vs acc_norm"]
-        keys = [None, "acc", "normalised", None, None, "normalised_vs_acc_norm"]
-        parts.append(table(header, rows, "Schemes, best first", keys=keys))
+        header = ["scheme", "acc", "normalised", "95% low", "95% high", "vs acc_norm", "note"]
+        keys = [None, "acc", "normalised", None, None, "normalised_vs_acc_norm", None]
+        caption = "Schemes in the ranking's order (the best scheme is the best candidate)"
+        parts.append(table(header, rows, caption, keys=keys))
     parts.append(SECTION.static_figures(folder, ("concepts_",)))
     return "".join(parts)
 
