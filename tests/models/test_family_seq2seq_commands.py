@@ -1,9 +1,11 @@
 """BART and mT5 end to end: ``geomlens report`` on a tiny random encoder-decoder of each,
 saved as a folder with a real tokenizer and loaded by path as a user would.
 
-The tokenizer is SmolLM2's with T5's habit of ending every text with its end-of-sequence
-token (``seq2seq_models.t5_tokenizer``); windows are tiny (8 x 16 tokens) and the concept
-stage scores 3 items, so one run takes seconds. Every stage must run on both stacks, the
+The tokenizer is the 1,024-token BBC one the other families use
+(``tiny_models.small_tokenizer``) with T5's habit of ending every text with its
+end-of-sequence token; windows are tiny (8 x 16 tokens), the concept stage scores 3 items
+and no figure is drawn (``--figures none``: these runs check numbers), so one run takes
+seconds. Every stage must run on both stacks, the
 layer-norm identity and the per-head refactoring must hold, and the decoder's walks and
 cross-attention kernels must be there.
 """
@@ -17,16 +19,25 @@ from typing import Any
 import pytest
 import torch
 import transformers
-from seq2seq_models import t5_tokenizer
+from tiny_models import small_tokenizer
+from tokenizers import Tokenizer
+from tokenizers.processors import TemplateProcessing
 
 from geomlens.cli import main
 
-try:  # numbers only where the command can skip drawing (these runs check numbers)
-    from geomlens.report.figures import FIGURE_LEVELS  # noqa: F401
 
-    NO_FIGURES = ["--figures", "none"]
-except ImportError:
-    NO_FIGURES = []
+def seq2seq_tokenizer() -> Any:
+    """A copy of ``small_tokenizer(False)`` that appends its end-of-text token to every
+    text, as T5's does with ``</s>``, and pads with it."""
+    small = small_tokenizer(False)
+    eos = small.eos_token
+    backend = Tokenizer.from_str(small.backend_tokenizer.to_str())
+    backend.post_processor = TemplateProcessing(
+        single=f"$A {eos}", pair=f"$A {eos} $B {eos}", special_tokens=[(eos, small.eos_token_id)]
+    )
+    return transformers.PreTrainedTokenizerFast(
+        tokenizer_object=backend, bos_token=eos, eos_token=eos, pad_token=eos
+    )
 
 
 def tiny_config(model_type: str, tok: Any) -> Any:
@@ -67,7 +78,7 @@ def tiny_config(model_type: str, tok: Any) -> Any:
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """One report per family, run once for the module."""
     root = tmp_path_factory.mktemp("seq2seq-families")
-    tok = t5_tokenizer()
+    tok = seq2seq_tokenizer()
     out: dict[str, Path] = {}
     for model_type in ("bart", "mt5"):
         torch.manual_seed(0)
@@ -77,7 +88,17 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         tok.save_pretrained(folder)
         run = root / f"run-{model_type}"
         args = ["report", "--model", str(folder), "--contexts", "8", "--length", "16"]
-        args += ["--limit", "3", "--batch-size", "8", "--out", str(run), "--quiet", *NO_FIGURES]
+        args += [
+            "--limit",
+            "3",
+            "--batch-size",
+            "8",
+            "--out",
+            str(run),
+            "--quiet",
+            "--figures",
+            "none",
+        ]
         assert main(args) == 0, model_type
         out[model_type] = run
     return out
@@ -96,6 +117,7 @@ def test_every_stage_runs_on_both_stacks(runs: dict[str, Path], family: str) -> 
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["model"]["family"] == family
     assert m["sphere"]["identity"]["max_rel_err"] < 1e-4
+    assert m["sphere"]["heads"] and m["sphere"]["trajectory"]
     walk = m["walk"]
     assert walk["stack"] == "encoder" and walk["refactor"]["max_rel_err"] < 1e-4
     assert {"encoding", "decoding", "kernels", "cross_attention"} <= set(walk["decoder"])
