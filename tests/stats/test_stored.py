@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from geomlens.commands.capture import check_stats_header
 from geomlens.io.runfolder import Run, RunFolder
 from geomlens.io.stored import DROPPED, RECORD, compact_stats, store_compact
 from geomlens.stats import DecompositionAccumulator
@@ -62,3 +63,4 @@ def test_compacted_statistics_read_back_as_the_float64_ones(
     spec = state_spec(LAYERS, C, T, D, True, 8)
     state = folder.load_stats("decomposition", spec, LAYERS, optional=GROUP_STATE)
     assert state is not None and state["second"].dtype == torch.float64
+    check_stats_header(tmp_path / "stats" / "decomposition.safetensors")  # a rerun reuses it

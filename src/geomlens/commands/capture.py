@@ -47,6 +47,7 @@ from geomlens.io.runfolder import (
     read_windows,
     write_json,
 )
+from geomlens.io.stored import COMPACT
 from geomlens.models.loading import load_configured
 from geomlens.models.view import ModelView
 from geomlens.report.claims import claim_records, published_section
@@ -242,6 +243,8 @@ def check_stats_header(path: Path) -> None:
             seen = f.get_tensor("seen") if "seen" in keys else None
     except SafetensorError as exc:
         raise damaged(path, f"not a complete safetensors file: {exc}", RERUN) from None
+    if COMPACT in keys:  # a report's compacted statistics (io/stored.py)
+        keys.add("ctx_sum")
     needed = {"layers", "pos_sum", "ctx_sum", "first", "sumsq", "seen"}
     if not needed <= keys or seen is None or not bool((seen == 1).all()):
         raise damaged(path, "it is not a finished decomposition state", RERUN)
