@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import torch
 from tiny_models import char_tokenizer
@@ -23,12 +21,12 @@ def tiny_gpt2() -> GPT2LMHeadModel:
     return GPT2LMHeadModel(config).eval()
 
 
-def test_bundled_gguf_loads_from_the_converted_cache_quickly(smollm2):
+def test_bundled_gguf_loads_from_the_converted_cache(smollm2, capsys):
     folder = resolve_folder("smollm2-135m")  # converted once by the session fixture
     assert (folder / "config.json").exists() and (folder / "model.safetensors").exists()
-    t0 = time.perf_counter()
+    capsys.readouterr()
     view = load_model("smollm2-135m")
-    assert time.perf_counter() - t0 < 10  # the bar is 2 s on an idle machine
+    assert "converting" not in capsys.readouterr().err  # read from the cache, not converted
     assert view.source == str(folder) and view.family == "llama"
     assert torch.equal(view.W_E, smollm2.W_E)
 
