@@ -212,3 +212,22 @@ def test_the_page_keeps_fewer_layers_of_a_slider_figure() -> None:
     assert slider["steps"][2]["args"][0]["visible"] == [False, False, True, False, False, False]
     assert slider["active"] == 5
     assert fewer_slider_steps(figure, 12) is figure
+
+
+def test_claims_share_one_interval_note_and_the_run_names_its_model(minilm_report: Path) -> None:
+    """Each claim's number points to one note saying how its interval is drawn (each way
+    said once); the Run section names the model and says the time in readable units."""
+    from geomlens.report.sections.overview import claims_section, duration, run_section
+
+    run = Run(minilm_report)
+    claims = claims_section(run)
+    table, note = claims.split("How each interval is drawn:")
+    notes, cited = (
+        re.findall(r"<sup>(\d+)</sup>", note),
+        set(re.findall(r"<sup>(\d+)</sup>", table)),
+    )
+    assert claims.count("How each interval is drawn:") == 1 and "<th>interval</th>" not in claims
+    assert cited and cited <= set(notes) and len(notes) == len(set(notes))
+    manifest = run_section(run)
+    assert "<td>model</td><td>minilm-l6</td>" in manifest and "time taken (s)" not in manifest
+    assert [duration(s) for s in (42.4, 750, 4141)] == ["42 s", "12.5 min", "1 h 09 min"]

@@ -53,7 +53,9 @@ VERDICT_CSS = {"reproduced": "verdict-reproduced", "inconclusive": "verdict-unsu
 
 def claims_section(run: Run) -> str:
     rows = []
-    for c in run_claims(run.metrics, run.manifest):
+    found = run_claims(run.metrics, run.manifest)
+    methods = list(dict.fromkeys(c["interval"] for c in found))  # each said once, numbered
+    for c in found:
         css = VERDICT_CSS.get(c["verdict"], "verdict-not")
         if c["verdict"].startswith(("not applicable", "not measured")):
             css = ""
@@ -62,18 +64,18 @@ def claims_section(run: Run) -> str:
             verdict += f'<br><span class="note">{escape(c["why"])}</span>'
         if c.get("kind", "claim") != "claim":
             verdict += f'<br><span class="note">({escape(c["kind"])}, not counted)</span>'
-        value = escape(c["value"])
+        value = f"{escape(c['value'])}<sup>{methods.index(c['interval']) + 1}</sup>"
         if c.get("published"):
             value += f'<br><span class="note">published: {escape(c["published"])}</span>'
         rows.append(
             f"<tr><td>{escape(c['claim'])}</td><td>{escape(c['paper'])}</td>"
             f'<td class="{css}">{verdict}</td><td>{value}</td>'
-            f"<td>{escape(c['rule'])}</td><td>{escape(c['interval'])}</td></tr>"
+            f"<td>{escape(c['rule'])}</td></tr>"
         )
     head = "".join(
-        f"<th>{h}</th>"
-        for h in ("claim", "paper", "this model", "number [95% interval]", "rule", "interval")
+        f"<th>{h}</th>" for h in ("claim", "paper", "this model", "number [95% interval]", "rule")
     )
+    intervals = "; ".join(f"<sup>{i}</sup> {escape(m)}" for i, m in enumerate(methods, 1))
     note = (
         '<p class="note">Position/context claims read the view with position 0 left out '
         "(the original authors' default) and the positional estimate with its sampling "
@@ -87,7 +89,8 @@ def claims_section(run: Run) -> str:
     published = published_tables(run_published(run.metrics, run.manifest))
     return (
         f'{note}<table class="numbers claims"><thead><tr>{head}</tr></thead>'
-        f"<tbody>{body}</tbody></table>{published}"
+        f"<tbody>{body}</tbody></table>"
+        f'<p class="note">How each interval is drawn: {intervals}.</p>{published}'
     )
 
 
@@ -120,18 +123,30 @@ def published_tables(published: dict[str, Any] | None) -> str:
     return out
 
 
+def duration(seconds: float | None) -> str | None:
+    """Seconds as a person reads them: "42 s", "12.5 min", "1 h 09 min"."""
+    if seconds is None:
+        return None
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f} min"
+    hours, minutes = divmod(round(seconds / 60), 60)
+    return f"{hours} h {minutes:02d} min"
+
+
 def run_section(run: Run) -> str:
     manifest = run.manifest
     model = manifest.get("model", {})
     rows = [
         ["command", manifest.get("command")],
-        ["model", model.get("name")],
+        ["model", model.get("name") or manifest["config"].get("model")],
         ["model source", model.get("source")],
         ["corpus", manifest["config"].get("corpus")],
         ["windows", f"{manifest['config']['contexts']} x {manifest['config']['length']}"],
         ["seed", manifest["config"].get("seed")],
         ["device", manifest.get("device")],
-        ["time taken (s)", (manifest.get("timing") or {}).get("wall_seconds")],
+        ["time taken", duration((manifest.get("timing") or {}).get("wall_seconds"))],
         ["capture tokens/s", (manifest.get("timing") or {}).get("tokens_per_s")],
     ]
     versions = [[k, v] for k, v in sorted((manifest.get("versions") or {}).items())]
