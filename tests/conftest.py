@@ -57,21 +57,29 @@ MINILM_REPORT = ["--model", "minilm-l6", "--contexts", "16", "--length", "64"]
 
 
 @pytest.fixture(scope="session")
-def minilm_report(tmp_path_factory, minilm: ModelView) -> Path:
-    """``geomlens report`` of ``MINILM_REPORT``, run once with its progress display on;
-    what it printed is kept in ../stderr.txt."""
+def minilm_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``geomlens report`` of ``MINILM_REPORT``, run once per test run with its progress
+    display on (what it printed is kept in ../stderr.txt). Test workers share it: the first
+    to ask runs it into the run's common temporary folder while holding a lock, the others
+    wait and read it. Tests copy it before changing anything."""
     import contextlib
     import io
 
     from geomlens.capture import CaptureConfig
     from geomlens.commands.report import run_report
 
-    config = CaptureConfig(model="minilm-l6", contexts=16, length=64, batch_size=8)
-    out = tmp_path_factory.mktemp("report") / "run"
-    printed = io.StringIO()
-    with contextlib.redirect_stderr(printed):
-        run_report(config, out, view=minilm, progress=True)
-    (out.parent / "stderr.txt").write_text(printed.getvalue())
+    base = tmp_path_factory.getbasetemp()  # under xdist: this run's folder, one per worker
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "minilm-report"
+    shared.mkdir(exist_ok=True)
+    out = shared / "run"
+    with open(shared / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (shared / "stderr.txt").is_file():  # written last
+            config = CaptureConfig(model="minilm-l6", contexts=16, length=64, batch_size=8)
+            printed = io.StringIO()
+            with contextlib.redirect_stderr(printed):
+                run_report(config, out, view=load_model("minilm-l6"), progress=True)
+            (shared / "stderr.txt").write_text(printed.getvalue())
     return out
 
 

@@ -306,7 +306,7 @@ def test_run_walk_folder_and_determinism(smollm2_eager: ModelView, tmp_path):
     assert kernels["attn"].shape == (L, smollm2_eager.n_heads, 64)
     for name in ("walk_similarity_cos.html", "walk_kernels.png", "walk_decoding.png"):
         assert (run.path / "figures" / name).exists()
-    again = run_walk(config, tmp_path / "b", **kwargs)
+    again = run_walk(config, tmp_path / "b", **kwargs, figures="none")  # figures drawn once
     first = json.loads((run.path / "metrics.json").read_text())
     assert (run.path / "metrics.json").read_bytes() == (again.path / "metrics.json").read_bytes()
     assert first["walk"]["text"]["n_tokens"] == len(tensors["input_ids"])

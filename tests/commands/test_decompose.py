@@ -23,7 +23,7 @@ def minilm_run(minilm, tmp_path_factory):
 def smol_run(smollm2, tmp_path_factory):
     config = CaptureConfig(model="smollm2-135m", contexts=16, length=32, batch_size=8)
     out = tmp_path_factory.mktemp("dec") / "smol"
-    return run_decompose(config, out, view=smollm2, skip_first=True, progress=False)
+    return run_decompose(config, out, view=smollm2, skip_first=True, progress=False, figures="none")
 
 
 KEYS = {

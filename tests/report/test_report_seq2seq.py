@@ -1,7 +1,8 @@
 """``geomlens report`` on an encoder-decoder: every stage runs, each number names its stack.
 
 A tiny random T5 (v1.1: gated FFN, untied head) saved with a real tokenizer, loaded by path
-as a user would; tiny windows (8 x 16 tokens) and 3 concept items keep it to seconds.
+as a user would; tiny windows (8 x 16 tokens), 3 concept items and no static PNG figures
+keep it to seconds.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ def t5_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tiny_t5(root, "t5-v1_1")
     out = root / "run"
     args = ["report", "--model", str(folder), "--contexts", "8", "--length", "16"]
+    args += ["--figures", "interactive"]  # the page's figures; no static PNG is read here
     assert main([*args, "--limit", "3", "--batch-size", "8", "--out", str(out), "--quiet"]) == 0
     return out
 
