@@ -148,6 +148,29 @@ def umap_record(map3: lens.TrajectoryMap, seed: int) -> dict[str, Any]:
     }
 
 
+def lens_and_ffn(
+    view: ModelView, prompt_ids: list[int], layers: list[int], tokens: list[str], step: Step
+) -> tuple[dict[int, torch.Tensor], lens.Trajectory, ffn_analysis.FfnResult]:
+    """The prompt's hidden states [T, d] by layer, its logit-lens trajectory and the FFN
+    sub-updates of ``layers``, with one bar over the readouts."""
+    pid = torch.as_tensor([prompt_ids], dtype=torch.long)
+    # one readout for the lens, one per layer's FFN rows, one for the prompt's FFN
+    with step_bar(step, len(layers) + 2, "readout") as bar:
+        hidden = {k: v[0] for k, v in hidden_states(view, pid, range(view.n_layers + 1)).items()}
+        traj = lens.trajectory(view, prompt_ids, hidden, tokens)
+        bar.update(1)
+        ffn = ffn_analysis.ffn_subupdates(
+            view,
+            layers,
+            tokens=tokens,
+            prompt_inputs=mlp_inputs(view, pid),
+            target_id=traj.prediction_id,
+            h_last=hidden[view.n_layers][-1],
+            progress=bar.update,
+        )
+    return hidden, traj, ffn
+
+
 def analyse_sphere(
     config: CaptureConfig,
     nouns: list[str],
@@ -186,24 +209,7 @@ def analyse_sphere(
 
         step("logit lens and FFN sub-updates")
         prompt_ids = check_prompt(view, prompt)
-        pid = torch.as_tensor([prompt_ids], dtype=torch.long)
-        # one readout for the lens, one per layer's FFN rows, one for the prompt's FFN
-        with step_bar(step, len(layers) + 2, "readout") as bar:
-            hidden = {
-                k: v[0] for k, v in hidden_states(view, pid, range(view.n_layers + 1)).items()
-            }
-            traj = lens.trajectory(view, prompt_ids, hidden, tokens)
-            bar.update(1)
-            inputs = mlp_inputs(view, pid)
-            ffn = ffn_analysis.ffn_subupdates(
-                view,
-                layers,
-                tokens=tokens,
-                prompt_inputs=inputs,
-                target_id=traj.prediction_id,
-                h_last=hidden[view.n_layers][-1],
-                progress=bar.update,
-            )
+        hidden, traj, ffn = lens_and_ffn(view, prompt_ids, layers, tokens, step)
         map3 = None
         if drawn() and used("umap"):  # the map only feeds the trajectory figures
             step("UMAP of the trajectory")
