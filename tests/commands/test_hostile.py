@@ -226,6 +226,35 @@ def test_the_top_eigenvalue_falls_back_to_the_dense_solver(monkeypatch):
         top_eigenvalue(m)
 
 
+def test_decompose_norms_on_huge_states_survive_an_arpack_failure(monkeypatch):
+    """The relative norms use the solver with the dense fallback: hidden states scaled by
+    1e21 give the norms of the matrices themselves even when ARPACK fails."""
+    import scipy.sparse.linalg
+
+    from geomlens.analyses.decomposition import relative_norms
+    from geomlens.stats.decomposition import DecompositionStats
+
+    rng = np.random.default_rng(1)
+    c, t, dim = 6, 5, 24
+    h = rng.standard_normal((c, t, dim)) * 1e21 + rng.standard_normal(dim) * 3e21
+    flat = h.reshape(-1, dim)
+    mean = flat.mean(0)
+    stats = DecompositionStats(
+        layer=0, mean=mean, pos=h.mean(0) - mean, ctx=h.mean(1) - mean,
+        total_ss=float(((flat - mean) ** 2).sum()), second_moment=flat.T @ flat,
+        n_contexts=c, positions=np.arange(t), skip_first=False,
+    )  # fmt: skip
+    broadcast = np.linalg.norm(np.tile(stats.pos, (c, 1)), 2)
+    expected = (broadcast / np.linalg.norm(flat, 2), broadcast / np.linalg.norm(flat - mean, 2))
+
+    def failing(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise scipy.sparse.linalg.ArpackError(-9999)
+
+    assert relative_norms(stats) == pytest.approx(expected, rel=1e-9)
+    monkeypatch.setattr(scipy.sparse.linalg, "eigsh", failing)
+    assert relative_norms(stats) == pytest.approx(expected, rel=1e-9)
+
+
 # identity that covers everything a number depends on ------------------------------------
 
 
