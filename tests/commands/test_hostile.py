@@ -572,3 +572,16 @@ def test_saved_weights_round_trip_through_the_header_check(d):
     assert set(load_file(str(path))) >= {"lm_head.weight"}
     save_file({"x": torch.zeros(2)}, str(d / "extra.safetensors"))
     assert safetensors_header_problem(d / "extra.safetensors") is None
+
+
+@pytest.mark.parametrize(
+    ("option", "phrase"),
+    [({"device": "tpu"}, "device 'tpu' is not available here; use one of: cpu"),
+     ({"attention": "evil"}, "attention 'evil' is not an attention implementation; use one of")],
+)  # fmt: skip
+def test_load_model_names_a_bad_device_or_attention(option, phrase, d):
+    import geomlens
+
+    with pytest.raises(GeomlensError, match=phrase) as err:
+        geomlens.load_model(str(d / "ok"), **option)
+    assert "\n" not in str(err.value) and "weights" not in str(err.value)

@@ -93,6 +93,7 @@ def load_model(
             (``--trust-remote-code``); off by default.
     """
     quiet_transformers()
+    check_device_and_attention(device, attention)
     name = str(name_or_path)
     folder = resolve_folder(name)
     return load_folder(
@@ -103,6 +104,28 @@ def load_model(
         attention=attention,
         trust_remote_code=trust_remote_code,
     )
+
+
+def check_device_and_attention(device: str | torch.device, attention: str) -> None:
+    """Refuse a device torch does not know or this machine lacks, and an attention
+    implementation Hugging Face does not have, naming the allowed values."""
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, TypeError):
+        kind = None
+    available = {"cpu": True, "cuda": torch.cuda.is_available()}
+    available["mps"] = torch.backends.mps.is_available()
+    if not available.get(kind or "", False):
+        usable = ", ".join(k for k, ok in available.items() if ok)
+        raise GeomlensError(f"device {str(device)!r} is not available here; use one of: {usable}.")
+    allowed = sorted({"eager", *ALL_ATTENTION_FUNCTIONS.valid_keys()})
+    if attention not in allowed:
+        raise GeomlensError(
+            f"attention {attention!r} is not an attention implementation; use one of: "
+            f"{', '.join(allowed)}."
+        )
 
 
 def resolve_folder(name: str) -> Path:
