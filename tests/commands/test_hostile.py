@@ -585,3 +585,15 @@ def test_load_model_names_a_bad_device_or_attention(option, phrase, d):
     with pytest.raises(GeomlensError, match=phrase) as err:
         geomlens.load_model(str(d / "ok"), **option)
     assert "\n" not in str(err.value) and "weights" not in str(err.value)
+
+
+@pytest.mark.parametrize("value", [float("nan"), -1.0])
+def test_the_api_refuses_a_checkpoint_every_like_the_cli(value, d, tmp_path):
+    import geomlens
+
+    out = tmp_path / "run"
+    with pytest.raises(GeomlensError, match="checkpoint_every takes a number of seconds"):
+        geomlens.capture(
+            model=str(d / "ok"), corpus=str(d / "docs"), out=out, checkpoint_every=value
+        )
+    assert not out.exists()

@@ -121,6 +121,11 @@ def with_options(arguments: dict[str, Any]) -> dict[str, Any]:
     ``CAPTURE_DEFAULTS``, as one dict (what the configs' ``.of`` read)."""
     own = {k: v for k, v in arguments.items() if k != "options"}
     merged = {**CAPTURE_DEFAULTS, **arguments.get("options", {}), **own}
+    every = merged["checkpoint_every"]
+    if not isinstance(every, (int, float)) or not every >= 0:
+        raise GeomlensError(
+            f"checkpoint_every takes a number of seconds, 0 or more (got {every!r})."
+        )
     return {**merged, "corpus": corpus_name(merged["corpus"])}
 
 
