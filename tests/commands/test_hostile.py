@@ -597,3 +597,11 @@ def test_the_api_refuses_a_checkpoint_every_like_the_cli(value, d, tmp_path):
             model=str(d / "ok"), corpus=str(d / "docs"), out=out, checkpoint_every=value
         )
     assert not out.exists()
+
+
+@pytest.mark.skipif(torch.backends.mps.is_available(), reason="this machine has mps")
+def test_a_device_this_machine_lacks_is_one_sentence(d, tmp_path, capsys):
+    out = tmp_path / "run"
+    argv = capture(d, d / "ok", out, "--device mps")
+    refused(capsys, argv, "device 'mps' is not available here; use one of: cpu")
+    not_finished(out)
