@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import geomlens
-from geomlens import extras
+from geomlens.commands import extras
 from geomlens.errors import GeomlensError
 
 

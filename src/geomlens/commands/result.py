@@ -89,7 +89,7 @@ def layer_tables(metrics: dict[str, Any], path: str = "") -> dict[str, list[dict
 
 def pandas() -> Any:
     """The pandas module, or one sentence saying how to install it."""
-    from geomlens.extras import available, install_hint
+    from geomlens.commands.extras import available, install_hint
 
     if not available("pandas"):
         raise GeomlensError(

@@ -31,12 +31,12 @@ from geomlens.capture.capture import CaptureConfig
 from geomlens.capture.hooks import hidden_states, recording_inputs
 from geomlens.capture.taps import Taps, fill_taps
 from geomlens.commands.capture import CaptureRunConfig, filled_tap, run_command, tap_factory
+from geomlens.commands.extras import used
 from geomlens.commands.options import add_capture_options, capture_options, finished, parse_layers
 from geomlens.commands.result import Result
 from geomlens.corpus import Windows, load_corpus
 from geomlens.corpus.tokenized import document_ids
 from geomlens.errors import GeomlensError, short_list, within_limit
-from geomlens.extras import used
 from geomlens.io.progress import Step, StepLines, quiet, step_bar
 from geomlens.io.runfolder import Run, RunFolder, write_json
 from geomlens.models.loading import load_configured
