@@ -118,8 +118,15 @@ def test_report_runs_on_every_family(case: Case, root: Path) -> None:
         (transformers.FalconConfig(alibi=True), "alibi=True"),
         (transformers.OPTConfig(do_layer_norm_before=False), "do_layer_norm_before=False"),
         (transformers.DeepseekV3Config(), "latent attention"),
+        (transformers.LlamaConfig(hidden_act="evil"), "activation 'evil'"),
     ],
-    ids=["unsupported-family", "falcon-alibi", "opt-post-norm", "deepseek-latent-attention"],
+    ids=[
+        "unsupported-family",
+        "falcon-alibi",
+        "opt-post-norm",
+        "deepseek-latent-attention",
+        "unknown-activation",
+    ],
 )
 def test_unsupported_families_and_options_are_one_sentence(
     config: Any, named: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]

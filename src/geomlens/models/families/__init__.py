@@ -19,6 +19,7 @@ from geomlens.models.families.bert import (
 from geomlens.models.families.bloom import BLOOM
 from geomlens.models.families.codegen import CODEGEN
 from geomlens.models.families.cohere import COHERE
+from geomlens.models.families.common import activation_of
 from geomlens.models.families.distilbert import DISTILBERT
 from geomlens.models.families.falcon import FALCON
 from geomlens.models.families.gemma import GEMMA
@@ -162,6 +163,7 @@ def family_for(config: Any) -> Family:
         UndeclaredType: for a model type no family declares.
     """
     model_type = getattr(config, "model_type", None)
+    check_activation(config)
     for family in FAMILIES:
         if model_type in family.model_types:
             problems = family.unhandled(config)
@@ -181,6 +183,22 @@ def family_for(config: Any) -> Family:
         f"model type {model_type!r} is not supported (supported: {', '.join(model_types())}); "
         "use a model of a supported family."
     )
+
+
+def check_activation(config: Any) -> None:
+    """Refuse an activation name Hugging Face's own table (ACT2FN) does not know: the model
+    could not be built, nor its MLP read."""
+    from transformers.activations import ACT2FN
+
+    try:
+        name = activation_of(config)
+    except AttributeError:  # the family reads its activation elsewhere
+        return
+    if name not in ACT2FN:
+        raise GeomlensError(
+            f"the config's activation {name!r} is not one transformers implements "
+            f"(e.g. {', '.join(sorted(ACT2FN)[:6])}, ...); fix the config's activation name."
+        )
 
 
 def model_types() -> list[str]:
