@@ -181,7 +181,8 @@ def test_the_command_line_flag_reaches_hugging_face(monkeypatch, tmp_path):
     corpus = tmp_path / "docs"
     corpus.mkdir()
     for k in range(2):
-        (corpus / f"{k}.txt").write_text("the geometry of language models " * 10)
+        text = ("the geometry of language models", "positions and contexts on a sphere")[k]
+        (corpus / f"{k}.txt").write_text(f"{text} " * 10)  # windows that differ
     argv = ["capture", "--model", "minilm-l6", "--corpus", str(corpus), "--quiet"]
     argv += ["--contexts", "2", "--length", "8"]
     recorder = Recorder(monkeypatch)

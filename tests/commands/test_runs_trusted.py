@@ -303,7 +303,7 @@ def test_compare_over_a_damaged_decomposition_section_is_one_sentence(capsys, tm
     metrics["decomposition"] = {"skip_first": True, "layers": "not a list"}
     write_json(finished / "metrics.json", metrics)
     code, err = run(capsys, ["compare", str(finished), "--out", str(tmp_path / "cmp")])
-    one_sentence(code, err, "metrics.json is unreadable", "decomposition section")
+    one_sentence(code, err, "metrics.json is unreadable", "list of layers")
 
 
 @pytest.mark.parametrize("damage", ["progress-not-json", "state-truncated", "state-disagrees"])
