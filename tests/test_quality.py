@@ -123,3 +123,14 @@ def test_the_python_version_is_said_once_and_met():
     assert project["tool"]["ruff"]["target-version"] == "py311"
     assert project["tool"]["mypy"]["python_version"] == "3.11"
     assert sys.version_info >= (3, 11)
+
+
+def test_loading_the_bundled_gguf_model_needs_no_optional_package():
+    """transformers reads a GGUF file (the bundled SmolLM2) only with gguf and accelerate
+    installed, though geomlens imports neither: both are plain dependencies."""
+    import re
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    names = {re.split(r"[<>=\[ ]", d)[0] for d in project["project"]["dependencies"]}
+    assert {"gguf", "accelerate", "transformers"} <= names
