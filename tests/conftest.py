@@ -57,11 +57,11 @@ MINILM_REPORT = ["--model", "minilm-l6", "--contexts", "16", "--length", "64"]
 
 
 @pytest.fixture(scope="session")
-def minilm_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def minilm_report(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
     """``geomlens report`` of ``MINILM_REPORT``, run once per test run with its progress
     display on (what it printed is kept in ../stderr.txt). Test workers share it: the first
     to ask runs it into the run's common temporary folder while holding a lock, the others
-    wait and read it. Tests copy it before changing anything."""
+    wait and read it (without loading the model). Tests copy it before changing anything."""
     import contextlib
     import io
 
@@ -78,7 +78,7 @@ def minilm_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
             config = CaptureConfig(model="minilm-l6", contexts=16, length=64, batch_size=8)
             printed = io.StringIO()
             with contextlib.redirect_stderr(printed):
-                run_report(config, out, view=load_model("minilm-l6"), progress=True)
+                run_report(config, out, view=request.getfixturevalue("minilm"), progress=True)
             (shared / "stderr.txt").write_text(printed.getvalue())
     return out
 
