@@ -21,19 +21,20 @@ from typing import Any, Literal, TypedDict, TypeVar, Unpack, get_type_hints
 
 from geomlens.api.checks import checked
 from geomlens.api.memory_corpus import corpus_name
+from geomlens.commands.options import CaptureArguments, Dtype, Engine, option_defaults
 from geomlens.commands.result import Result
 from geomlens.errors import GeomlensError
 from geomlens.models.view import ModelView
 from geomlens.report.figure_level import FigureLevel
 
-Dtype = Literal["float32", "bfloat16"]
-Engine = Literal["local", "ray"]
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 class CaptureOptions(TypedDict, total=False):
     """The keyword arguments every capturing function takes (``capture``'s; the command
-    line's capture options). Their defaults are ``CAPTURE_DEFAULTS``."""
+    line's capture options), for type checkers: the names and types of
+    ``commands.options.CaptureArguments``, the one declaration (with the defaults, help
+    and flags), in its order. A test keeps the two the same."""
 
     model: str | Path
     corpus: str | Path | Sequence[str]
@@ -47,7 +48,10 @@ class CaptureOptions(TypedDict, total=False):
     offset: int
     balance: bool
     save_activations: bool
+    out: str | Path | None
     second_moment: bool
+    progress: bool
+    figures: FigureLevel
     trust_remote_code: bool
     checkpoint_every: float
     engine: Engine
@@ -55,37 +59,11 @@ class CaptureOptions(TypedDict, total=False):
     workers: int | None
     threads: int | None
     activations_dir: str | Path | None
-    out: str | Path | None
-    progress: bool
-    figures: FigureLevel
 
 
-CAPTURE_DEFAULTS: dict[str, Any] = {
-    "model": "smollm2-135m",
-    "corpus": "bbc",
-    "contexts": 128,
-    "length": 128,
-    "layers": None,
-    "batch_size": 8,
-    "device": "cpu",
-    "dtype": "float32",
-    "seed": 0,
-    "offset": 0,
-    "balance": False,
-    "save_activations": False,
-    "second_moment": False,
-    "trust_remote_code": False,
-    "checkpoint_every": 30.0,
-    "engine": "local",
-    "ray_address": None,
-    "workers": None,
-    "threads": None,
-    "activations_dir": None,
-    "out": None,
-    "progress": True,
-    "figures": "all",
-}
-"""The capture options' defaults: the command line's (SmolLM2, BBC, 128 x 128, ...)."""
+CAPTURE_DEFAULTS: dict[str, Any] = option_defaults()
+"""The capture options' defaults, as ``commands.options.CaptureArguments`` declares them
+(the command line's: SmolLM2, BBC, 128 x 128, ...)."""
 
 _FIRST = ("model", "corpus", "contexts", "length", "layers")
 """Capture options listed before a function's own arguments (the rest come after)."""
@@ -94,11 +72,11 @@ _FIRST = ("model", "corpus", "contexts", "length", "layers")
 def takes_capture_options(func: F) -> F:
     """``func`` (its own keyword arguments and ``view``, then ``**options:
     Unpack[CaptureOptions]``) with the signature and type hints of every argument spelled
-    out, each capture option with its default: what ``help``, ``inspect.signature`` and
-    ``checked`` read."""
+    out, each capture option with its declared default: what ``help``,
+    ``inspect.signature`` and ``checked`` read."""
     own = [p for p in inspect.signature(func).parameters.values() if p.kind is p.KEYWORD_ONLY]
     hints = get_type_hints(func)
-    shared = get_type_hints(CaptureOptions)
+    shared = get_type_hints(CaptureArguments)
 
     def option(name: str) -> inspect.Parameter:
         kind = inspect.Parameter.KEYWORD_ONLY

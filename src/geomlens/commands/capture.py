@@ -25,6 +25,8 @@ from geomlens.capture.capture import CaptureConfig, check_length, resolve_layers
 from geomlens.capture.taps import PREFIX, Tap, Taps, TapsFactory, fill_taps
 from geomlens.commands import lifecycle
 from geomlens.commands.options import (
+    DEFAULTS,
+    RUN_OPTIONS,
     add_capture_options,
     capture_options,
     configs,
@@ -48,6 +50,7 @@ from geomlens.io.runfolder import (
     write_json,
 )
 from geomlens.io.stored import COMPACT
+from geomlens.models.facts import check_before_loading
 from geomlens.models.loading import load_configured
 from geomlens.models.view import ModelView
 from geomlens.report.claims import claim_records, published_section
@@ -103,6 +106,12 @@ def capture_metrics(acc: DecompositionAccumulator) -> dict[str, Any]:
     }
 
 
+def check_positions(view: ModelView, config: CaptureConfig) -> None:
+    """Refuse windows longer than the model's positions and layers it does not have."""
+    check_length(view, config.length)
+    resolve_layers(view, config.layers)
+
+
 def prepare(
     config: CaptureConfig, view: ModelView | None = None
 ) -> tuple[ModelView, Corpus, Windows]:
@@ -114,8 +123,7 @@ def prepare(
     corpus = load_corpus(config.corpus)
     if view is None:
         view = load_configured(config)
-    check_length(view, config.length)
-    resolve_layers(view, config.layers)
+    check_positions(view, config)
     windows = make_windows(
         corpus,
         view.tokenizer,
@@ -310,6 +318,8 @@ def run_command(
     if view is not None:  # a model loaded by the caller must be the one the config names
         check_given_view(view, config.model, config.dtype)
         require_finite_weights(view.model, str(config.model))
+    if view is None:  # the files' facts first: refused before the folder and the weights
+        check_before_loading(config.model, lambda v: check_positions(v, config))
     if figures != "all":  # the default leaves earlier runs' configs as they were
         options = {**(options or {}), "figures": figures}
     with lifecycle.held(out) as folder, figure_level(figures):
@@ -490,9 +500,9 @@ class CaptureRunConfig:
     capture: CaptureConfig
     engine: EngineConfig
     out: str | Path
-    progress: bool = True
-    checkpoint_every: float = 30.0
-    figures: FigureLevel = "all"
+    progress: bool = DEFAULTS.progress
+    checkpoint_every: float = DEFAULTS.checkpoint_every
+    figures: FigureLevel = DEFAULTS.figures
 
     command: ClassVar[str] = "capture"
     """The command, for the default run folder ``runs/<command>-<model>``."""
@@ -502,15 +512,13 @@ class CaptureRunConfig:
         """The config of the Python API's keyword arguments (the command line's options
         under the same names: ``capture_options``, then the command's own)."""
         capture, engine = configs(arguments)
-        shared = {"capture", "engine", "out", "progress", "checkpoint_every", "figures"}
+        shared = {"capture", "engine", *RUN_OPTIONS}
         own = {f.name: arguments[f.name] for f in dataclasses.fields(cls) if f.name not in shared}
         return cls(
             capture=capture,
             engine=engine,
+            **{name: arguments[name] for name in RUN_OPTIONS if name != "out"},
             out=folder_for(cls.command, arguments["out"], arguments["model"]),
-            progress=arguments["progress"],
-            checkpoint_every=arguments["checkpoint_every"],
-            figures=arguments["figures"],
             **own,
         )
 

@@ -1,0 +1,133 @@
+"""The capture options are declared once (commands/options.py's ``CaptureArguments``): the
+flags, the Python API's signatures and defaults, and the configs all come from it."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+from pathlib import Path
+from typing import get_type_hints
+
+import pytest
+
+import geomlens.api.commands as api
+from geomlens.capture.capture import CaptureConfig
+from geomlens.cli import build_parser, command_module
+from geomlens.commands.options import (
+    DEFAULTS,
+    OPTIONS,
+    CaptureArguments,
+    capture_options,
+    configs,
+    flag_of,
+)
+from geomlens.engines import EngineConfig
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+CAPTURING = ("capture", "decompose", "sphere", "walk", "report")
+
+FLAGS = [
+    "--model",
+    "--corpus",
+    "--contexts",
+    "--length",
+    "--layers",
+    "--batch-size",
+    "--device",
+    "--dtype",
+    "--seed",
+    "--offset",
+    "--balance",
+    "--save-activations",
+    "--out",
+    "--second-moment",
+    "--quiet",
+    "--figures",
+    "--trust-remote-code",
+    "--checkpoint-every",
+    "--engine",
+    "--ray-address",
+    "--workers",
+    "--threads",
+    "--activations-dir",
+]
+"""The capture options' flags, in the order of ``--help`` (unchanged since they were
+written out by hand)."""
+
+
+def test_the_default_of_contexts_is_written_once_in_src():
+    """128 attached to ``contexts`` (``contexts: int = 128``, ``"contexts": 128``,
+    ``--contexts ... default=128``) appears in one place: the config it fills."""
+    pattern = re.compile(r"\bcontexts\b[^\n]{0,60}?[=:]\s*128\b")
+    found = [
+        f"{path.relative_to(SRC)}:{number}"
+        for path in sorted(SRC.rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert found == ["geomlens/capture/capture.py:" + str(_line_of("contexts: int = 128"))]
+
+
+def _line_of(text: str) -> int:
+    lines = (SRC / "geomlens" / "capture" / "capture.py").read_text().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if line.strip() == text)
+
+
+def test_the_flags_are_the_declared_options_in_order():
+    assert [flag_of(name) for name in OPTIONS] == FLAGS
+    parser = build_parser(["capture"])
+    sub = next(a for a in parser._actions if a.dest == "command").choices["capture"]
+    shown = [a.option_strings[0] for a in sub._actions if a.option_strings[0] != "-h"]
+    assert shown == FLAGS
+
+
+@pytest.mark.parametrize("command", CAPTURING)
+def test_cli_api_and_config_defaults_are_one(command):
+    """For every option: the CLI's parsed default == the API signature's default == the
+    default of the config field it fills (CaptureConfig, EngineConfig, or the run config)."""
+    args = build_parser([command]).parse_args([command])
+    cli = capture_options(args)
+    signature = inspect.signature(getattr(api, command)).parameters
+    run_config = command_module(command)
+    config_class = next(
+        c
+        for c in vars(run_config).values()
+        if isinstance(c, type) and hasattr(c, "of") and getattr(c, "command", None) == command
+    )
+    own = {n: p.default for n, p in signature.items() if n not in OPTIONS and n != "view"}
+    made = config_class.of(api.with_options(own))
+    capture_default, engine_default = CaptureConfig(), EngineConfig()
+    for name, option in OPTIONS.items():
+        declared = getattr(DEFAULTS, name)
+        assert cli[name] == declared, name
+        assert signature[name].default == declared, name
+        if option.fills == "capture":
+            assert getattr(capture_default, option.field or name) == declared, name
+        elif option.fills == "engine":
+            assert getattr(engine_default, option.field or name) == declared, name
+        elif name != "out":  # out: the command's default folder
+            assert getattr(made, name) == declared, name
+    assert made.capture == capture_default and made.engine == engine_default
+    assert str(made.out) == f"runs/{command}-{DEFAULTS.model}"
+    assert configs(cli) == (capture_default, engine_default)
+
+
+def test_the_typed_dict_names_the_declared_options_and_types():
+    """``api.CaptureOptions`` (what a type checker reads for ``**options``) is a type-only
+    copy of the declaration: the same names, in the same order, with the same types."""
+    declared = get_type_hints(CaptureArguments)
+    typed = get_type_hints(api.CaptureOptions)
+    assert list(typed) == list(declared)
+    assert typed == declared
+    assert {f.name: f.default for f in dataclasses.fields(DEFAULTS)} == api.CAPTURE_DEFAULTS
+
+
+def test_an_option_filling_a_config_fills_a_field_it_has():
+    capture = {f.name for f in dataclasses.fields(CaptureConfig)}
+    engine = {f.name for f in dataclasses.fields(EngineConfig)}
+    filled = {"capture": capture, "engine": engine}
+    for name, option in OPTIONS.items():
+        if option.fills != "run":
+            assert (option.field or name) in filled[option.fills], name
+    assert capture == {n for n, o in OPTIONS.items() if o.fills == "capture"}
