@@ -605,3 +605,106 @@ def test_a_device_this_machine_lacks_is_one_sentence(d, tmp_path, capsys):
     argv = capture(d, d / "ok", out, "--device mps")
     refused(capsys, argv, "device 'mps' is not available here; use one of: cpu")
     not_finished(out)
+
+
+# the last cases: nested configs, URLs without their filesystem, odd task and text files ------
+
+
+def test_a_config_with_a_nested_config_it_does_not_have_is_refused(d, tmp_path, capsys):
+    model = tmp_path / "nested"
+    shutil.copytree(d / "ok", model)
+    config = json.loads((model / "config.json").read_text())
+    config["text_config"] = dict(config)
+    (model / "config.json").write_text(json.dumps(config))
+    out = tmp_path / "run"
+    refused(capsys, capture(d, model, out), "holds a text_config, which a llama config")
+    assert not out.exists()
+
+
+def test_a_multimodal_model_is_refused_naming_its_other_part(tmp_path, capsys):
+    config = transformers.LlavaConfig(
+        text_config={"model_type": "llama", **LLAMA},
+        vision_config=dict(
+            model_type="clip_vision_model",
+            hidden_size=32,
+            intermediate_size=48,
+            num_hidden_layers=1,
+            num_attention_heads=4,
+            image_size=28,
+            patch_size=14,
+        ),
+    )
+    model = tmp_path / "llava"
+    transformers.LlavaForConditionalGeneration(config).save_pretrained(model)
+    char_tokenizer(VOCAB).save_pretrained(model)
+    refused(capsys, f"capture --model {model} {SMALL}", "multimodal llava", "vision_config")
+
+
+def test_an_activation_url_without_its_filesystem_is_one_sentence_before_any_work(
+    d, tmp_path, capsys, monkeypatch
+):
+    import fsspec.core
+
+    with pytest.raises(GeomlensError, match="not a URL fsspec can open"):
+        EngineConfig(activations_dir="nosuch://x").validate(save_activations=True)
+
+    def missing(url: str, **kwargs: Any) -> Any:
+        raise ImportError("Install s3fs to access S3")
+
+    monkeypatch.setattr(fsspec.core, "url_to_fs", missing)
+    out = tmp_path / "run"
+    extra = "--save-activations --activations-dir s3://bucket/acts"
+    refused(capsys, capture(d, d / "ok", out, extra), "s3://bucket/acts needs", "s3fs")
+    assert not out.exists()
+
+
+def test_a_task_file_with_a_byte_order_mark_reads_like_one_without(d, tmp_path):
+    from geomlens.concepts.tasks import read_task
+
+    plain = hellaswag(tmp_path / "plain.jsonl", ["the sea", "the sky"])
+    marked = tmp_path / "marked.jsonl"
+    marked.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes())
+    big = tmp_path / "task.json"
+    examples = [{"input": "we saw", "target_scores": {"the sea": 1, "the sky": 0}}]
+    big.write_text(json.dumps({"name": "t", "examples": examples}), encoding="utf-8-sig")
+    assert read_task(marked).items == read_task(plain).items
+    assert [list(i.choices) for i in read_task(big).items] == [["the sea", "the sky"]]
+
+
+@pytest.mark.skipif(not Path("/dev/null").exists(), reason="no /dev/null")
+def test_a_task_that_is_a_device_says_so(d, tmp_path, capsys):
+    refused(
+        capsys,
+        f"concepts --model {d / 'ok'} --task /dev/null --quiet",
+        "task file /dev/null is not a regular file",
+        out=tmp_path / "run",
+    )
+
+
+def test_a_text_file_that_is_not_utf8_names_the_byte(d, tmp_path, capsys):
+    text = tmp_path / "bytes.txt"
+    text.write_bytes(b"plain words, then \xff\xfe and more")
+    refused(
+        capsys,
+        f"walk --model {d / 'ok'} --text-file {text} --figures none --quiet",
+        "is not UTF-8 text (byte 18)",
+        out=tmp_path / "run",
+    )
+
+
+@pytest.mark.parametrize(
+    ("call", "phrase"),
+    [
+        (lambda g: g.open_run(3), "open_run(): path takes"),
+        (lambda g: g.open_result(None), "open_result(): folder takes"),
+        (lambda g: g.load_corpus(5), "load_corpus(): source takes"),
+        (lambda g: g.make_windows("bbc", None, 4, 8), "make_windows(): corpus takes a Corpus"),
+        (lambda g: g.make_windows(None), "missing a required argument"),
+    ],
+    ids=["open_run", "open_result", "load_corpus", "make_windows-type", "make_windows-missing"],
+)
+def test_the_public_readers_raise_geomlens_errors_only(call, phrase):
+    import geomlens
+
+    with pytest.raises(GeomlensError, match=phrase.replace("(", r"\(").replace(")", r"\)")):
+        call(geomlens)

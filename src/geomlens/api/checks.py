@@ -41,6 +41,8 @@ def accepts(value: Any, hint: Any) -> bool:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if origin in (Sequence, tuple, list):
         return isinstance(value, (list, tuple)) and all(accepts(v, args[0]) for v in value)
+    if isinstance(origin, type):  # a generic class such as os.PathLike[str]
+        return isinstance(value, origin)
     return isinstance(hint, type) and isinstance(value, hint)
 
 
@@ -82,6 +84,47 @@ def checked(func: Callable[P, R]) -> Callable[P, R]:
             if not accepts(value, hints[key]):
                 raise GeomlensError(
                     f"{name}(): {key} takes {describe(hints[key])} (got {value!r})."
+                )
+        with api_boundary(name):  # GeomlensError subclasses only
+            return func(*args, **kwargs)
+
+    return wrapper
+
+
+def resolved_hints(func: Callable[..., Any]) -> dict[str, Any]:
+    """The type hints of ``func``'s arguments that resolve at run time (one imported for
+    type checking only is left out, so it is not checked)."""
+    try:
+        return get_type_hints(func)
+    except NameError:
+        pass
+    hints = {}
+    for key, text in func.__annotations__.items():
+        try:
+            hints[key] = eval(text, func.__globals__) if isinstance(text, str) else text  # noqa: S307
+        except NameError:
+            continue
+    return hints
+
+
+def bounded(func: Callable[P, R]) -> Callable[P, R]:
+    """``func`` (positional or keyword arguments) behind the API's one error boundary: a
+    missing or unknown argument, or one of the wrong type, is one ``GeomlensError``
+    sentence; any other failure inside is a ``GeomlensError`` subclass too."""
+    signature = inspect.signature(func)
+    hints = resolved_hints(func)
+    name = f"geomlens.{func.__name__}"
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise GeomlensError(f"{name}(): {exc}; see help({name}).") from None
+        for key, value in bound.arguments.items():
+            if key in hints and not accepts(value, hints[key]):
+                raise GeomlensError(
+                    f"{name}(): {key} takes {describe(hints[key])} (got {value!r:.80})."
                 )
         with api_boundary(name):  # GeomlensError subclasses only
             return func(*args, **kwargs)

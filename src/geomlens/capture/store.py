@@ -38,7 +38,15 @@ def url_fs(url: str) -> tuple[Any, str]:
         raise GeomlensError(
             f"{url} is a URL; reading or writing it needs fsspec: pip install fsspec"
         ) from None
-    return url_to_fs(url)
+    try:
+        return url_to_fs(url)
+    except ImportError as exc:  # the protocol's own package (s3fs, gcsfs, ...) is missing
+        raise GeomlensError(
+            f"{url} needs a package that is not installed ({exc}); install it, or give a "
+            "local folder."
+        ) from None
+    except ValueError as exc:  # an unknown protocol
+        raise GeomlensError(f"{url} is not a URL fsspec can open ({exc}).") from None
 
 
 def save_atomic(tensors: dict[str, torch.Tensor], path: Path) -> Path:

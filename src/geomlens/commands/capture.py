@@ -50,7 +50,6 @@ from geomlens.io.runfolder import (
     write_json,
 )
 from geomlens.io.stored import COMPACT
-from geomlens.models.facts import check_before_loading
 from geomlens.models.loading import load_configured
 from geomlens.models.view import ModelView
 from geomlens.report.claims import claim_records, published_section
@@ -106,12 +105,6 @@ def capture_metrics(acc: DecompositionAccumulator) -> dict[str, Any]:
     }
 
 
-def check_positions(view: ModelView, config: CaptureConfig) -> None:
-    """Refuse windows longer than the model's positions and layers it does not have."""
-    check_length(view, config.length)
-    resolve_layers(view, config.layers)
-
-
 def prepare(
     config: CaptureConfig, view: ModelView | None = None
 ) -> tuple[ModelView, Corpus, Windows]:
@@ -123,7 +116,8 @@ def prepare(
     corpus = load_corpus(config.corpus)
     if view is None:
         view = load_configured(config)
-    check_positions(view, config)
+    check_length(view, config.length)
+    resolve_layers(view, config.layers)
     windows = make_windows(
         corpus,
         view.tokenizer,
@@ -318,8 +312,6 @@ def run_command(
     if view is not None:  # a model loaded by the caller must be the one the config names
         check_given_view(view, config.model, config.dtype)
         require_finite_weights(view.model, str(config.model))
-    if view is None:  # the files' facts first: refused before the folder and the weights
-        check_before_loading(config.model, lambda v: check_positions(v, config))
     if figures != "all":  # the default leaves earlier runs' configs as they were
         options = {**(options or {}), "figures": figures}
     with lifecycle.held(out) as folder, figure_level(figures):

@@ -81,10 +81,17 @@ def default_text() -> str:
 def read_text_file(path: str | Path) -> str:
     """The text of ``path``; a GeomlensError in one sentence when it cannot be read."""
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
-        raise GeomlensError(f"cannot read --text-file {path}: {reason}.") from None
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise GeomlensError(
+            f"cannot read --text-file {path}: {exc.strerror or type(exc).__name__}."
+        ) from None
+    try:
+        return data.decode("utf-8-sig")  # a byte-order mark is dropped
+    except UnicodeDecodeError as exc:
+        raise GeomlensError(
+            f"--text-file {path} is not UTF-8 text (byte {exc.start}); save it as UTF-8."
+        ) from None
 
 
 def encode_text(view: ModelView, text: str) -> tuple[torch.Tensor, npt.NDArray[np.int64] | None]:

@@ -196,9 +196,11 @@ def read_task(path: str | Path, name: str | None = None) -> Task:
     except OSError as exc:
         raise GeomlensError(f"cannot read task file {path}: {exc.strerror or exc}.") from None
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise GeomlensError(f"task file {path} is not UTF-8 text.") from None
+        text = raw.decode("utf-8-sig")  # a byte-order mark is dropped, as in corpus files
+    except UnicodeDecodeError as exc:
+        raise GeomlensError(
+            f"task file {path} is not UTF-8 text (byte {exc.start}); save it as UTF-8."
+        ) from None
     records: list[tuple[Any, str]] = []
     file_name: str | None = None
     if path.suffix == ".jsonl":
@@ -267,6 +269,11 @@ def resolve_task(spec: str, data: str | Path | None = None) -> Path:
     "bigbench/timedial").
     """
     path = Path(spec).expanduser()
+    if path.exists() and not path.is_file() and not path.is_dir():
+        raise GeomlensError(
+            f"task file {spec} is not a regular file (a device, pipe or socket); give a "
+            ".json or .jsonl task file."
+        )
     if path.is_file() or (path.is_dir() and (path / "task.json").is_file()):
         return path / "task.json" if path.is_dir() else path
     if path.suffix in (".json", ".jsonl") or path.is_absolute() or spec.startswith("."):

@@ -62,6 +62,10 @@ class EngineConfig:
             raise GeomlensError("--workers and --ray-address need --engine ray.")
         if self.activations_dir is not None and not save_activations:
             raise GeomlensError("--activations-dir needs --save-activations.")
+        if self.activations_dir is not None and "://" in self.activations_dir:
+            from geomlens.capture.store import url_fs
+
+            url_fs(self.activations_dir)  # a missing filesystem package, before any work
         if self.name == "ray":
             from geomlens.engines.ray import require_ray
 

@@ -399,6 +399,33 @@ def check_config_sizes(folder: Path) -> None:
                 )
 
 
+SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "decoder", "encoder")
+"""Keys that hold a nested model config in the configs of multimodal or composite models."""
+
+
+def check_sub_configs(folder: Path, config: Any) -> None:
+    """Refuse a nested config (``text_config``, ...) that the model type does not have: its
+    config class leaves it a plain dict, on which Hugging Face's own loading crashes.
+
+    Raises:
+        GeomlensError: naming the key and the model type.
+    """
+    for key in SUB_CONFIGS:
+        if isinstance(getattr(config, key, None), dict):
+            raise GeomlensError(
+                f"{folder / 'config.json'} holds a {key}, which a {config.model_type} config "
+                "does not have; use the model's own config.json (or the folder of the model "
+                f"that {key} describes)."
+            )
+    other = [key for key in ("vision_config", "audio_config") if getattr(config, key, None)]
+    if other:
+        raise GeomlensError(
+            f"{folder} holds a multimodal {config.model_type} model (its config has a "
+            f"{' and '.join(other)}); geomlens reads text-only models: use the text model "
+            "alone (its own folder, with a text-only config.json)."
+        )
+
+
 def check_config_shape(folder: Path, config: Any) -> None:
     """Refuse head counts that do not divide the model (what crashes a forward pass later).
 
@@ -567,6 +594,7 @@ def load_folder(
         raise GeomlensError(f"could not read the model config in {folder}: {text}") from None
     layouts = candidate_layouts(config)  # unhandled options reported before missing weights
     family = layouts[0]
+    check_sub_configs(folder, config)
     check_config_shape(folder, config)
     check_safetensors(folder)
     check_weight_headers(folder)
