@@ -8,7 +8,6 @@ import argparse
 import dataclasses
 import functools
 import sys
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +49,7 @@ from geomlens.io.runfolder import (
     write_json,
 )
 from geomlens.io.stored import COMPACT
+from geomlens.models.facts import check_before_loading
 from geomlens.models.loading import load_configured
 from geomlens.models.view import ModelView
 from geomlens.report.claims import claim_records, published_section
@@ -105,6 +105,12 @@ def capture_metrics(acc: DecompositionAccumulator) -> dict[str, Any]:
     }
 
 
+def check_positions(view: ModelView, config: CaptureConfig) -> None:
+    """Refuse windows longer than the model's positions and layers it does not have."""
+    check_length(view, config.length)
+    resolve_layers(view, config.layers)
+
+
 def prepare(
     config: CaptureConfig, view: ModelView | None = None
 ) -> tuple[ModelView, Corpus, Windows]:
@@ -116,8 +122,7 @@ def prepare(
     corpus = load_corpus(config.corpus)
     if view is None:
         view = load_configured(config)
-    check_length(view, config.length)
-    resolve_layers(view, config.layers)
+    check_positions(view, config)
     windows = make_windows(
         corpus,
         view.tokenizer,
@@ -312,14 +317,15 @@ def run_command(
     if view is not None:  # a model loaded by the caller must be the one the config names
         check_given_view(view, config.model, config.dtype)
         require_finite_weights(view.model, str(config.model))
+    if view is None:  # the files' facts first: refused before the folder and the weights
+        check_before_loading(config.model, lambda v: check_positions(v, config))
     if figures != "all":  # the default leaves earlier runs' configs as they were
         options = {**(options or {}), "figures": figures}
-    with lifecycle.held(out) as folder, figure_level(figures):
+    full_config = {**config.to_dict(), "command": command, **(options or {})}
+    with lifecycle.run_folder(out, command, full_config) as run, figure_level(figures):
         return _run_locked(
-            folder,
-            command,
+            run,
             config,
-            options=options,
             analyse=analyse,
             view=view,
             progress=progress,
@@ -331,10 +337,9 @@ def run_command(
 
 
 def reuse_finished(
-    folder: RunFolder,
+    run: lifecycle.RunInFolder,
     config: CaptureConfig,
     view: ModelView | None,
-    previous: dict[str, Any],
     sections: tuple[str, ...],
     tapped: bool = False,
 ) -> Run | None:
@@ -344,15 +349,15 @@ def reuse_finished(
     The windows follow from the corpus, the tokenizer and the config: comparing the corpus
     and the model does not need the (slow) tokenizing of every window.
     """
-    corpus = load_corpus(config.corpus)
+    folder, corpus = run.folder, load_corpus(config.corpus)
     folder.check_identity(
-        previous,
+        run.previous or {},
         {"model": model_fingerprint(model_source(config, view)), "corpus": corpus.fingerprint},
         finished=True,
     )
     missing = finished_parts_missing(folder, sections, tapped)
     if not missing:
-        return lifecycle.reuse(folder)
+        return run.reuse()
     print(
         f"geomlens: notice: the finished run in {folder.path} lacks {', '.join(missing)}; "
         "computing what is missing again.",
@@ -388,11 +393,9 @@ def captured(
 
 
 def _run_locked(
-    folder: RunFolder,
-    command: str,
+    run: lifecycle.RunInFolder,
     config: CaptureConfig,
     *,
-    options: dict[str, Any] | None,
     analyse: Analysis | None,
     view: ModelView | None,
     progress: bool,
@@ -401,21 +404,19 @@ def _run_locked(
     sections: tuple[str, ...],
     taps: TapsFactory | None,
 ) -> Run:
-    full_config = {**config.to_dict(), "command": command, **(options or {})}
-    state, previous = lifecycle.claim(folder, full_config)
-    if state == "complete" and previous is not None:
-        reused = reuse_finished(folder, config, view, previous, sections, taps is not None)
+    if run.finished:
+        reused = reuse_finished(run, config, view, sections, taps is not None)
         if reused is not None:
             return reused
-    started = time.time()
+    folder = run.folder
     view, corpus, windows = prepare(config, view)
     fingerprints = {
         "model": model_fingerprint(view.source),
         "corpus": corpus.fingerprint,
         "windows": windows.fingerprint,
     }
-    if previous is not None:
-        folder.check_identity(previous, fingerprints, finished=state == "complete")
+    if run.previous is not None:
+        folder.check_identity(run.previous, fingerprints, finished=run.state == "complete")
     record: dict[str, Any] = {
         "model": {**view.describe(), "source": view.source},
         "model_fingerprint": fingerprints["model"],
@@ -427,7 +428,7 @@ def _run_locked(
     }
     if config.save_activations and engine.activations_dir is not None:
         record["activations"] = engine.activations_location(folder)
-    manifest = lifecycle.begin(folder, command, full_config, **record)
+    manifest = run.begin(**record)
     write_json(folder.path / "windows.json", windows_record(windows))
     layers = resolve_layers(view, config.layers)
     groups = interval_groups(len(layers), windows.n_contexts, windows.length, view.d_model)
@@ -465,7 +466,7 @@ def _run_locked(
         published = published_section(metrics, manifest["model"])
         if published is not None:
             folder.merge_metrics("published", published)
-    return lifecycle.complete(folder, manifest, started, timing)
+    return run.complete(timing)
 
 
 def run_capture(config: CaptureConfig, out: str | Path, **kwargs: Any) -> Run:

@@ -57,6 +57,7 @@ from geomlens.io.runfolder import (
     check_given_view,
     model_fingerprint,
 )
+from geomlens.models.facts import check_before_loading
 from geomlens.models.loading import load_configured, resolve_folder
 from geomlens.models.view import ModelView
 from geomlens.stats.finite import require_finite_weights
@@ -231,20 +232,27 @@ def run_concepts(
     task = load_task(config.task, config.data_dir)
     items = task.take(config.limit)
     schemes = scheme_list(config)
-    with lifecycle.held(out) as folder:
-        return _run_locked(config, folder, task, items, schemes, view, progress, figures)
+    if view is None:  # the items against the files' facts: refused before the folder and weights
+
+        def check(model: ModelView) -> None:
+            check_decoder(model)
+            check_feed(model, config.feed)
+            prepare(model, task, items, config.shots, config.seed)
+
+        check_before_loading(config.model, check)
+    if view is not None:  # a model loaded by the caller must be the one the config names
+        check_given_view(view, config.model, config.dtype)
+        require_finite_weights(view.model, str(config.model))
+    full = run_identity(config, task, items, schemes)
+    with lifecycle.run_folder(out, "concepts", full) as run:
+        return _run_locked(config, run, task, items, schemes, view, progress, figures)
 
 
-def _run_locked(
-    config: ConceptsConfig,
-    folder: RunFolder,
-    task: Task,
-    items: Sequence[Any],
-    schemes: list[Scheme],
-    view: ModelView | None,
-    progress: bool,
-    figures: bool,
-) -> Run:
+def run_identity(
+    config: ConceptsConfig, task: Task, items: Sequence[Any], schemes: list[Scheme]
+) -> dict[str, Any]:
+    """What the run folder is claimed for: the config, the task's fingerprint, the items
+    scored and the schemes."""
     full = {
         "command": "concepts",
         "model": config.model,
@@ -262,38 +270,42 @@ def _run_locked(
     }
     if config.feed != "encoder":  # the default leaves decoder-only run folders as they were
         full["feed"] = config.feed
-    if view is not None:  # a model loaded by the caller must be the one the config names
-        check_given_view(view, config.model, config.dtype)
-        require_finite_weights(view.model, str(config.model))
-    state, previous = lifecycle.claim(folder, full)
-    if state == "complete" and previous is not None:
+    return full
+
+
+def _run_locked(
+    config: ConceptsConfig,
+    run: lifecycle.RunInFolder,
+    task: Task,
+    items: Sequence[Any],
+    schemes: list[Scheme],
+    view: ModelView | None,
+    progress: bool,
+    figures: bool,
+) -> Run:
+    folder, previous = run.folder, run.previous
+    if run.finished and previous is not None:
         source = view.source if view is not None else str(resolve_folder(config.model))
         folder.check_identity(previous, {"model": model_fingerprint(source)}, finished=True)
         if "concepts" in folder.read_metrics():
-            return lifecycle.reuse(folder)
-    started = time.time()
+            return run.reuse()
     if view is None:
         view = load_configured(config)
     if previous is not None:
         folder.check_identity(
-            previous, {"model": model_fingerprint(view.source)}, finished=state == "complete"
+            previous, {"model": model_fingerprint(view.source)}, finished=run.state == "complete"
         )
     check_decoder(view)
     check_feed(view, config.feed)
     prepared = prepare(view, task, items, config.shots, config.seed)
-    manifest = lifecycle.begin(
-        folder,
-        "concepts",
-        full,
+    run.begin(
         model={**view.describe(), "source": view.source},
         model_fingerprint=model_fingerprint(view.source),
         task={"path": task.path, "name": task.name, "n_items_in_file": len(task.items)},
         device=str(view.device),
         schemes={s.key: s.to_dict() for s in schemes},
     )
-    return _score_and_write(
-        config, folder, task, prepared, schemes, view, manifest, progress, figures, started
-    )
+    return _score_and_write(config, run, task, prepared, schemes, view, progress, figures)
 
 
 def _baseline(
@@ -336,17 +348,16 @@ def _baseline(
 
 def _score_and_write(
     config: ConceptsConfig,
-    folder: RunFolder,
+    run: lifecycle.RunInFolder,
     task: Task,
     prepared: Sequence[Prepared],
     schemes: list[Scheme],
     view: ModelView,
-    manifest: dict[str, Any],
     progress: bool,
     figures: bool,
-    started: float,
 ) -> Run:
     """Baseline, schemes (through their cache), tables, metrics, figure, final manifest."""
+    folder, manifest = run.folder, run.manifest
     timing: dict[str, float] = {}
     reuse = Reuse()  # passes the baseline and the schemes share (the numbers are the same)
     layers = context_layers(view, schemes)
@@ -389,10 +400,7 @@ def _score_and_write(
     folder.merge_metrics("concepts", metrics_section(config, task, view, base, order))
     if figures:
         _figure(folder, task, view, base, order, len(prepared), config.shots)
-    return lifecycle.complete(
-        folder,
-        manifest,
-        started,
+    return run.complete(
         timing,
         schemes_computed=computed,
         schemes_cached=len(schemes) - computed,

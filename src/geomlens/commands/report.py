@@ -53,6 +53,7 @@ from geomlens.io.files import replacing
 from geomlens.io.progress import Step, StepLines
 from geomlens.io.runfolder import Run, RunFolder, open_run
 from geomlens.io.stored import store_compact
+from geomlens.models.facts import check_before_loading
 from geomlens.models.loading import eager_attention, load_configured
 from geomlens.models.view import ModelView
 from geomlens.report.figures import FigureLevel, deferred_rendering
@@ -287,7 +288,8 @@ def run_report(
     config = dataclasses.replace(config, second_moment=True)
     config.validate()
     check_decomposable("report", config)
-    if view is None:
+    if view is None:  # the files' facts first: a refusal comes before the weights load
+        check_before_loading(config.model, lambda v: preflight(v, config, text, task, limit))
         view = load_configured(config)
     preflight(view, config, text, task, limit)  # no forward pass, no run folder before it
     # One command per folder, from the capture to writing report.html.

@@ -39,6 +39,7 @@ from geomlens.corpus.tokenized import document_ids
 from geomlens.errors import GeomlensError, short_list, within_limit
 from geomlens.io.progress import Step, StepLines, quiet, step_bar
 from geomlens.io.runfolder import Run, RunFolder, write_json
+from geomlens.models.facts import check_before_loading
 from geomlens.models.loading import load_configured
 from geomlens.models.view import ModelView
 from geomlens.report import sphere_figures as figs
@@ -301,6 +302,12 @@ def run_sphere(
     check_probe_layers(config.model, kwargs.get("view"), probe)
     if kwargs.get("view") is None:  # the prompt and the layers are checked before the capture
         config.validate()
+
+        def check(model: ModelView) -> None:  # on the files' facts, before the weights load
+            check_probe_layers(config.model, model, probe)
+            check_prompt(model, prompt)
+
+        check_before_loading(config.model, check)
         kwargs["view"] = load_configured(config)
     check_probe_layers(config.model, kwargs["view"], probe)
     check_prompt(kwargs["view"], prompt)

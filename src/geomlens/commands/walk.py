@@ -63,6 +63,7 @@ from geomlens.errors import GeomlensError
 from geomlens.io.files import write_text_atomic
 from geomlens.io.progress import Step, StepLines, quiet, step_bar
 from geomlens.io.runfolder import Run, RunFolder, write_json
+from geomlens.models.facts import check_before_loading
 from geomlens.models.loading import load_configured
 from geomlens.models.view import ModelView
 from geomlens.report import walk_figures as figs
@@ -493,11 +494,18 @@ def run_walk(
     _check_numbers(generate, top_k, kernel_windows)
     source = "given" if text is not None else "default"
     text = default_text() if text is None else text
+
+    def check(model: ModelView) -> None:  # refuse a bad text before the capture
+        if generate and model.is_encoder and not model.is_seq2seq:
+            raise GeomlensError(GENERATE_NEEDS.format(name=model.name))
+        ids, _ = encode_text(model, text)
+        check_generate(model, len(ids), generate)
+
+    if view is None:  # the files' facts first: a refusal comes before the weights load
+        config.validate()
+        check_before_loading(config.model, check)
     view = view or _load_eager(config)
-    if generate and view.is_encoder and not view.is_seq2seq:
-        raise GeomlensError(GENERATE_NEEDS.format(name=view.name))
-    ids, _ = encode_text(view, text)  # refuse a bad text before the capture
-    check_generate(view, len(ids), generate)
+    check(view)
     options = {
         "text_source": source,
         "text_sha256": hashlib.sha256(text.encode()).hexdigest(),

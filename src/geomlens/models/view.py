@@ -14,7 +14,6 @@ from typing import Any, Literal
 
 import torch
 from torch import nn
-from transformers.activations import ACT2FN
 
 from geomlens.errors import GeomlensError
 
@@ -107,6 +106,8 @@ class MlpView:
         up = x @ self.W_in
         if self.b_in is not None:
             up = up + self.b_in
+        from transformers.activations import ACT2FN  # on first use: keeps imports light
+
         act = ACT2FN[self.activation]
         return act(x @ self.W_gate) * up if self.W_gate is not None else act(up)
 

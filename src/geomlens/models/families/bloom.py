@@ -11,14 +11,16 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from transformers.models.bloom.modeling_bloom import build_alibi_tensor
 
 from geomlens.models.families.base import AttentionSettings, Dims, Family, falsy
 from geomlens.models.families.common import dense_mlp, fused_heads
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:
-    """[H] slopes: Hugging Face's ALiBi tensor at position 1 of a two-token mask."""
+    """[H] slopes: Hugging Face's ALiBi tensor at position 1 of a two-token mask (BLOOM's
+    modelling code is imported here, when a BLOOM model is read, not with the family table)."""
+    from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+
     return build_alibi_tensor(torch.ones(1, 2), n_heads, torch.float32)[:, 0, 1]
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
 from geomlens.errors import GeomlensError
 from geomlens.models.view import Rotary
@@ -31,7 +30,10 @@ LENGTH_DEPENDENT = ("longrope", "dynamic")
 
 
 def rope_types() -> tuple[str, ...]:
-    """Every rope type transformers implements: "default" and its rope table's types."""
+    """Every rope type transformers implements: "default" and its rope table's types
+    (imported here, on first use: loading a model never needs it at import)."""
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
     return ("default", *ROPE_INIT_FUNCTIONS)
 
 
@@ -127,6 +129,8 @@ def _longrope(rotary: Rotary, config: Any, params: dict[str, Any], layer_type: s
         if length <= original:
             return replace(rotary, by_length=None)
         if "long" not in cache:
+            from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
             inv, _ = ROPE_INIT_FUNCTIONS["longrope"](config, None, seq_len=original + 1, **kwargs)
             cache["long"] = replace(rotary, inv_freq=inv.float().cpu(), by_length=None)
         return cache["long"]
