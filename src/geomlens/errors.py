@@ -71,6 +71,16 @@ answer choices (endings) of one task item; items of one task file; probe nouns i
 has 12,032, fewer distinct schemes). Each bounds a run's memory and time: a choice is
 scored by a forward pass, a noun probed at every layer, a scheme scores the task."""
 
+FILE_LIMITS = {
+    "--text-file": 16 * 2**20,
+    "--nouns": 16 * 2**20,
+    "task file": 512 * 2**20,
+}
+"""The most bytes geomlens reads from a text file a user names (docs/errors.md, "Limits"): a
+walk text longer than any model's positions is far below 16 MiB; the largest public
+multiple-choice sets (HellaSwag's training split, about 50 MB) fit in 512 MiB. A device
+such as /dev/zero, or a file past its limit, is refused before it fills memory."""
+
 
 def within_limit(what: str, kind: str, count: int, advice: str) -> None:
     """Refuse ``count`` entries of ``kind`` (a key of ``LIMITS``) in ``what`` beyond its

@@ -225,7 +225,7 @@ CASES = [
         ("only 2 documents", "lower --contexts or --length"),
     ),
     # other inputs of the analyses
-    Case("missing-nouns-file", "sphere --nouns {d}/nope.txt", ("--nouns", "cannot read it")),
+    Case("missing-nouns-file", "sphere --nouns {d}/nope.txt", ("--nouns", "cannot read")),
     Case("nouns-not-utf8", "sphere --nouns {d}/latin1.txt", ("not UTF-8",)),
     Case("one-noun", "sphere --nouns {d}/one-noun.txt", ("at least 2 words",)),
     Case("missing-text-file", "walk --text-file {d}/nope.txt", ("cannot read --text-file",)),

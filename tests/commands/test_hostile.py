@@ -30,7 +30,13 @@ from tiny_models import char_tokenizer
 import geomlens.engines.ray as ray_engine
 from geomlens.cli import main
 from geomlens.engines import EngineConfig
-from geomlens.errors import GeomlensError, IdentityError, LimitError, NonFiniteResult
+from geomlens.errors import (
+    FILE_LIMITS,
+    GeomlensError,
+    IdentityError,
+    LimitError,
+    NonFiniteResult,
+)
 from geomlens.io.files import content_hash, inside, safetensors_header_problem
 from geomlens.io.jsontext import JSONTextError, loads
 from geomlens.io.runfolder import FINGERPRINT_VERSION, model_fingerprint
@@ -708,3 +714,30 @@ def test_the_public_readers_raise_geomlens_errors_only(call, phrase):
 
     with pytest.raises(GeomlensError, match=phrase.replace("(", r"\(").replace(")", r"\)")):
         call(geomlens)
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="no /dev/zero")
+@pytest.mark.parametrize(
+    ("argv", "what"),
+    [
+        ("walk --text-file /dev/zero --figures none", "--text-file /dev/zero"),
+        ("sphere --nouns /dev/zero --figures none", "--nouns /dev/zero"),
+    ],
+    ids=["text-file", "nouns"],
+)
+def test_a_device_given_as_a_text_file_is_refused_before_it_fills_memory(
+    argv, what, d, tmp_path, capsys
+):
+    out = tmp_path / "run"
+    refused(capsys, f"{argv} --model {d / 'ok'} --quiet", f"{what} is not a regular file", out=out)
+    assert not out.exists()
+
+
+def test_a_text_file_past_its_limit_is_refused_naming_the_limit(d, tmp_path, monkeypatch):
+    from geomlens.concepts.tasks import read_task
+
+    monkeypatch.setitem(FILE_LIMITS, "task file", 2**20)
+    task = tmp_path / "big.jsonl"
+    task.write_bytes(b" " * (2**20 + 1))
+    with pytest.raises(GeomlensError, match="larger than the 1 MiB geomlens reads"):
+        read_task(task)

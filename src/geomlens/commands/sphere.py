@@ -36,7 +36,8 @@ from geomlens.commands.options import add_capture_options, capture_options, fini
 from geomlens.commands.result import Result
 from geomlens.corpus import Windows, load_corpus
 from geomlens.corpus.tokenized import document_ids
-from geomlens.errors import GeomlensError, short_list, within_limit
+from geomlens.errors import FILE_LIMITS, GeomlensError, short_list, within_limit
+from geomlens.io.files import read_user_text
 from geomlens.io.progress import Step, StepLines, quiet, step_bar
 from geomlens.io.runfolder import Run, RunFolder, write_json
 from geomlens.models.facts import check_before_loading
@@ -56,14 +57,7 @@ def load_nouns(path: str | Path | None = None) -> list[str]:
     if path is None:
         text = resources.files("geomlens").joinpath("data/nouns.txt").read_text()
     else:
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise GeomlensError(f"--nouns {path}: cannot read it ({exc.strerror}).") from None
-        except UnicodeDecodeError as exc:
-            raise GeomlensError(
-                f"--nouns {path}: not UTF-8 text (byte {exc.start}); save it as UTF-8."
-            ) from None
+        text = read_user_text(path, f"--nouns {path}", FILE_LIMITS["--nouns"])
     words = [w.strip() for w in text.splitlines() if w.strip() and not w.startswith("#")]
     if len(words) < 2:
         raise GeomlensError(f"--nouns {path}: needs at least 2 words, one per line.")

@@ -59,8 +59,8 @@ from geomlens.commands.capture import CaptureRunConfig, filled_tap, run_command,
 from geomlens.commands.options import add_capture_options, capture_options, finished
 from geomlens.commands.result import Result
 from geomlens.corpus import Windows
-from geomlens.errors import GeomlensError
-from geomlens.io.files import write_text_atomic
+from geomlens.errors import FILE_LIMITS, GeomlensError
+from geomlens.io.files import read_user_text, write_text_atomic
 from geomlens.io.progress import Step, StepLines, quiet, step_bar
 from geomlens.io.runfolder import Run, RunFolder, write_json
 from geomlens.models.facts import check_before_loading
@@ -81,18 +81,7 @@ def default_text() -> str:
 
 def read_text_file(path: str | Path) -> str:
     """The text of ``path``; a GeomlensError in one sentence when it cannot be read."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise GeomlensError(
-            f"cannot read --text-file {path}: {exc.strerror or type(exc).__name__}."
-        ) from None
-    try:
-        return data.decode("utf-8-sig")  # a byte-order mark is dropped
-    except UnicodeDecodeError as exc:
-        raise GeomlensError(
-            f"--text-file {path} is not UTF-8 text (byte {exc.start}); save it as UTF-8."
-        ) from None
+    return read_user_text(path, f"--text-file {path}", FILE_LIMITS["--text-file"])
 
 
 def encode_text(view: ModelView, text: str) -> tuple[torch.Tensor, npt.NDArray[np.int64] | None]:

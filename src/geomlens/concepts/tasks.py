@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from geomlens.errors import GeomlensError, distinct_choices, within_limit
+from geomlens.errors import FILE_LIMITS, GeomlensError, distinct_choices, within_limit
+from geomlens.io.files import read_user_text
 from geomlens.io.jsontext import JSONTextError, bad_text, loads
 
 DATA_ENV = "GEOMLENS_DATA"
@@ -191,16 +192,7 @@ def read_task(path: str | Path, name: str | None = None) -> Task:
     path = Path(path)
     if path.is_dir():
         path = path / "task.json"
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise GeomlensError(f"cannot read task file {path}: {exc.strerror or exc}.") from None
-    try:
-        text = raw.decode("utf-8-sig")  # a byte-order mark is dropped, as in corpus files
-    except UnicodeDecodeError as exc:
-        raise GeomlensError(
-            f"task file {path} is not UTF-8 text (byte {exc.start}); save it as UTF-8."
-        ) from None
+    text = read_user_text(path, f"task file {path}", FILE_LIMITS["task file"])
     records: list[tuple[Any, str]] = []
     file_name: str | None = None
     if path.suffix == ".jsonl":
@@ -239,7 +231,7 @@ def read_task(path: str | Path, name: str | None = None) -> Task:
         path=str(path),
         format=formats.pop(),
         items=tuple(items),
-        fingerprint=hashlib.sha256(raw).hexdigest(),
+        fingerprint=hashlib.sha256(text.encode("utf-8")).hexdigest(),
     )
 
 

@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import signal
+import stat
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -129,6 +130,36 @@ def json_kind(value: Any) -> str:
 def damaged(path: Path, reason: str, advice: str) -> GeomlensError:
     """The sentence for a damaged run-folder file: which file, why, what to do."""
     return GeomlensError(f"{path} is unreadable ({reason}); {advice}")
+
+
+def read_user_text(path: str | Path, what: str, limit: int) -> str:
+    """The UTF-8 text of a file a user names (a byte-order mark dropped), read only if it
+    is a regular file of at most ``limit`` bytes: a device such as /dev/zero or a huge file
+    is refused in one sentence instead of filling memory.
+
+    ``what`` names the file in the sentences (``--text-file F``, ``task file F``).
+    """
+    path = Path(path)
+    try:
+        with path.open("rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise GeomlensError(
+                    f"{what} is not a regular file (a device, pipe or socket); give a text file."
+                )
+            data = f.read(limit + 1)
+    except OSError as exc:
+        raise GeomlensError(f"cannot read {what}: {exc.strerror or type(exc).__name__}.") from None
+    if len(data) > limit:
+        raise GeomlensError(
+            f"{what} is larger than the {limit // 2**20:,} MiB geomlens reads from such a file; "
+            "give a smaller file."
+        )
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise GeomlensError(
+            f"{what} is not UTF-8 text (byte {exc.start}); save it as UTF-8."
+        ) from None
 
 
 def read_json(path: str | Path, expect: type, advice: str) -> Any:
