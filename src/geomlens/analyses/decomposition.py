@@ -221,7 +221,7 @@ def nystrom_top_eigenvalue(sketch: Array, basis: Array) -> float:
         sketch: [d, r] Y = M @ basis.
         basis: [d, r] the test matrix Omega.
     """
-    shift = np.finfo(np.float64).eps * math.sqrt(sketch.shape[0]) * np.linalg.norm(sketch, 2)
+    shift = np.finfo(np.float64).eps * math.sqrt(sketch.shape[0]) * _top_singular(sketch)
     shifted = sketch + shift * basis
     core = basis.T @ shifted
     values, vectors = np.linalg.eigh((core + core.T) / 2)
@@ -229,7 +229,14 @@ def nystrom_top_eigenvalue(sketch: Array, basis: Array) -> float:
     if not keep.any():
         return 0.0
     b = shifted @ (vectors[:, keep] / np.sqrt(values[keep]))
-    return max(float(np.linalg.svd(b, compute_uv=False)[0]) ** 2 - shift, 0.0)
+    return max(_top_singular(b) ** 2 - shift, 0.0)
+
+
+def _top_singular(x: Array) -> float:
+    """The largest singular value of a tall [d, r] matrix, from the top eigenvalue of its
+    r x r Gram matrix (the same to rounding as the SVD's, at a fraction of its cost)."""
+    gram = x.T @ x
+    return math.sqrt(max(float(np.linalg.eigvalsh((gram + gram.T) / 2)[-1]), 0.0))
 
 
 def _top_eigenvalue(m: Array) -> float:

@@ -265,13 +265,21 @@ def corrected(
         floor = floor_value / total if total > 0 else math.nan
     rank = min(rank, int(np.sum(values > 0)))
     basis = vectors[:, :rank]
-    denoised = basis @ (basis.T @ pooled)
+    coefficients = basis.T @ pooled
+    denoised = basis @ coefficients
     low_freq = smooth = coh_max = coh_mean = inc = math.nan
     if rank > 0:
         unit = spectra.gram_matrix(denoised)
         low_freq, smooth = spectra.low_freq_share(unit), spectra.smoothness(unit)
         coh_max, coh_mean = incoherence.abs_cosine_summary(denoised, ctx)
-        inc = incoherence.incoherence(denoised, ctx, rank, baseline=False, ctx_svd=ctx_svd).mean_cos
+        inc = incoherence.incoherence(
+            denoised,
+            ctx,
+            rank,
+            baseline=False,
+            ctx_svd=ctx_svd,
+            pos_svd=projected_svd(coefficients),
+        ).mean_cos
     noise = None
     if baseline:
         noise = noise_floors(split_half_noise(groups), basis, ctx, ctx_svd)
@@ -293,6 +301,15 @@ def corrected(
     )
 
 
+def projected_svd(coefficients: Array) -> tuple[Array, Array]:
+    """(singular values, Vt) of ``U C`` for U [T', r] with orthonormal columns, from the
+    small [r, d] coefficients C alone: ``U C = (U W) S Vt`` with ``C = W S Vt``, so both
+    share S and Vt (the T' - r further singular values of U C are zero, which the
+    numerical rank leaves out either way). An r x d SVD instead of a T' x d one."""
+    _, values, vt = np.linalg.svd(coefficients, full_matrices=False)
+    return values, vt
+
+
 def noise_floors(
     noise: Array, basis: Array, ctx: Array, ctx_svd: tuple[Array, Array] | None = None
 ) -> dict[str, float]:
@@ -310,9 +327,15 @@ def noise_floors(
         "incoherence_mean": math.nan,
     }
     if basis.shape[1]:
-        projected = basis @ (basis.T @ noise)
+        coefficients = basis.T @ noise
+        projected = basis @ coefficients
         out["coherence_max"] = incoherence.abs_cosine_summary(projected, ctx)[0]
         out["incoherence_mean"] = incoherence.incoherence(
-            projected, ctx, basis.shape[1], baseline=False, ctx_svd=ctx_svd
+            projected,
+            ctx,
+            basis.shape[1],
+            baseline=False,
+            ctx_svd=ctx_svd,
+            pos_svd=projected_svd(coefficients),
         ).mean_cos
     return out

@@ -9,6 +9,7 @@ frequencies over positions, which an unbiased Gram estimate keeps unbiased
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -148,6 +149,11 @@ def dct_basis(n: int) -> Array:
     Returns:
         [n, n] orthogonal matrix; ``F^T x`` is the orthonormal DCT-II of ``x``.
     """
+    return _dct_basis(n).copy()
+
+
+@functools.lru_cache(maxsize=8)
+def _dct_basis(n: int) -> Array:
     return np.asarray(scipy.fft.dct(np.eye(n), type=2, norm="ortho", axis=1))
 
 
@@ -172,6 +178,9 @@ def n_low_frequencies(n: int, fraction: float = 0.1) -> int:
 def low_freq_share(gram: Array, fraction: float = 0.1) -> float:
     """Share of ``||F^T G F||_F^2`` in its top-left ``ceil(fraction * T')`` square block.
 
+    Only that block is transformed (``F_low^T G F_low``, F_low the first columns of the
+    DCT-II basis); the total is ``||G||_F^2``, which the orthogonal F keeps.
+
     Args:
         gram: [T', T'] Gram matrix.
         fraction: share of the frequencies (on each axis) counted as low.
@@ -179,10 +188,11 @@ def low_freq_share(gram: Array, fraction: float = 0.1) -> float:
     Returns:
         A number in [0, 1] (nan for a zero matrix).
     """
-    coef = gram_dct(gram)
-    k = n_low_frequencies(coef.shape[0], fraction)
-    total = float(np.sum(coef**2))
-    return float(np.sum(coef[:k, :k] ** 2)) / total if total > 0 else math.nan
+    gram = np.asarray(gram, dtype=np.float64)
+    n = gram.shape[0]
+    low = _dct_basis(n)[:, : n_low_frequencies(n, fraction)]
+    total = float(np.sum(gram**2))  # ||F^T G F||_F = ||G||_F: F is orthogonal
+    return float(np.sum((low.T @ gram @ low) ** 2)) / total if total > 0 else math.nan
 
 
 def low_freq_energy(gram: Array, fraction: float = 0.1) -> float:
@@ -203,7 +213,7 @@ def low_freq_energy(gram: Array, fraction: float = 0.1) -> float:
     if not total > 0:
         return math.nan
     n = gram.shape[0]
-    low = dct_basis(n)[:, : n_low_frequencies(n, fraction)]
+    low = _dct_basis(n)[:, : n_low_frequencies(n, fraction)]
     return min(max(float(np.sum((gram @ low) * low)) / total, 0.0), 1.0)
 
 

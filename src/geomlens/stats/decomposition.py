@@ -8,6 +8,7 @@ states) the second-moment matrix ``sum h h^T``. All sums are float64.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -100,7 +101,13 @@ def sketch_rank(n_layers: int, groups: int, d_model: int, budget: int = SKETCH_B
 
 def sketch_basis(d_model: int, rank: int) -> np.ndarray:
     """[d, r] the fixed Gaussian test matrix of the sketches (seeded by its shape, so every
-    shard and every resume uses the same one)."""
+    shard and every resume uses the same one). Drawn once per shape (every resample of
+    every layer reads it); each call returns its own copy."""
+    return _sketch_basis(d_model, rank).copy()
+
+
+@functools.lru_cache(maxsize=4)
+def _sketch_basis(d_model: int, rank: int) -> np.ndarray:
     return np.random.default_rng([d_model, rank, 1729]).standard_normal((d_model, rank))
 
 
