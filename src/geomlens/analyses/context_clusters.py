@@ -168,7 +168,8 @@ def row_space_coordinates(x: Array) -> Array:
     n, d = x.shape
     if n >= d:
         return x
-    return np.ascontiguousarray(np.linalg.qr(x.T, mode="r").T)
+    r: Array = np.asarray(np.linalg.qr(x.T, mode="r"))
+    return np.ascontiguousarray(r.T)
 
 
 def kmeans(
