@@ -1,14 +1,15 @@
 """The faster forms of the position/context analyses against the formulas they replace:
 k-means in the rows' span with vectorised centre updates (the previous loop inlined),
 the SVD of a projection from its coefficients, the top singular value from a Gram
-matrix."""
+matrix, the vocabulary scan's top k without an [M, c] mask."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
-from geomlens.analyses import context_clusters, incoherence, position_noise
+from geomlens.analyses import context_clusters, incoherence, position_noise, vocab
 from geomlens.analyses.decomposition import _top_singular
 
 
@@ -98,3 +99,35 @@ def test_projected_svd_equals_the_svd_of_the_projection():
 def test_top_singular_equals_the_svd():
     x = np.random.default_rng(3).standard_normal((200, 16)) * np.logspace(0, 3, 16)
     assert _top_singular(x) == pytest.approx(np.linalg.svd(x, compute_uv=False)[0], rel=1e-13)
+
+
+def previous_chunk_best(s, start, k, high_id_first):
+    """``vocab._chunk_best`` before its tie check became one topk of k + 1."""
+    from geomlens.analyses.vocab import ordered
+
+    kk = min(k, s.shape[-1])
+    kth = torch.topk(s, kk, dim=-1).values[:, -1:]
+    mask = s >= kth
+    if bool((mask.sum(-1) == kk).all()):
+        cols = mask.nonzero()[:, 1].reshape(s.shape[0], kk)
+        return ordered(s.gather(-1, cols), cols + start, high_id_first)
+    out_s = torch.empty(s.shape[0], kk, dtype=s.dtype)
+    out_i = torch.empty(s.shape[0], kk, dtype=torch.long)
+    for row in range(s.shape[0]):
+        cols = mask[row].nonzero()[:, 0]
+        rs, ri = ordered(s[row, cols][None], cols[None] + start, high_id_first)
+        out_s[row], out_i[row] = rs[0, :kk], ri[0, :kk]
+    return out_s, out_i
+
+
+@pytest.mark.parametrize("levels", [None, 3, 40])  # distinct scores, heavy ties, a few ties
+@pytest.mark.parametrize(("k", "width"), [(5, 200), (5, 5), (7, 3)])
+def test_chunk_best_equals_the_previous_form(levels, k, width):
+    g = torch.Generator().manual_seed(k * width)
+    s = torch.randn(6, width, generator=g)
+    if levels is not None:
+        s = torch.round(s * levels / 4) / levels
+    for high_id_first in (False, True):
+        ours = vocab._chunk_best(s, 100, k, high_id_first)
+        theirs = previous_chunk_best(s, 100, k, high_id_first)
+        assert torch.equal(ours[0], theirs[0]) and torch.equal(ours[1], theirs[1])

@@ -104,16 +104,20 @@ def _chunk_best(
     """The k best of a chunk's scores [M, c] under the tie rule: ([M, k], [M, k] ids).
 
     torch.topk finds the k-th score; every score at least as high is a candidate. Rows
-    without a tie at that threshold have exactly k candidates; the rare rows with one
-    pick among all their candidates.
+    without a tie at that threshold have exactly k candidates, torch.topk's own k: one
+    topk of k + 1 shows it (the (k+1)-th score is below the k-th), with no [M, c] mask
+    to count. The rare rows with a tie pick among all their candidates.
     """
     kk = min(k, s.shape[-1])
-    kth = torch.topk(s, kk, dim=-1).values[:, -1:]
-    mask = s >= kth
-    counts = mask.sum(-1)
-    if bool((counts == kk).all()):
-        cols = mask.nonzero()[:, 1].reshape(s.shape[0], kk)
+    if kk == s.shape[-1]:  # every column is a candidate
+        cols = torch.arange(kk).expand(s.shape[0], kk)
         return ordered(s.gather(-1, cols), cols + start, high_id_first)
+    values, found = torch.topk(s, kk + 1, dim=-1)
+    kth = values[:, kk - 1 : kk]
+    if bool((values[:, kk:] < kth).all()):  # no tie at the k-th score: the candidates
+        cols = found[:, :kk]  # (``ordered`` sorts them by id, then by score)
+        return ordered(s.gather(-1, cols), cols + start, high_id_first)
+    mask = s >= kth
     out_s = torch.empty(s.shape[0], kk, dtype=s.dtype)
     out_i = torch.empty(s.shape[0], kk, dtype=torch.long)
     for row in range(s.shape[0]):
@@ -158,7 +162,7 @@ class _Scan:
             self.low = _merge(self.low, low, self.bottom, True)
         if self.target is not None and self.above is not None:
             for j in range(self.target.shape[1]):  # one [M, c] comparison at a time
-                self.above[:, j] += (s > self.target[:, j : j + 1]).sum(-1)
+                self.above[:, j] += torch.count_nonzero(s > self.target[:, j : j + 1], dim=-1)
         if self.lse:
             chunk = torch.logsumexp(s.double(), dim=-1)
             self.logsum = chunk if self.logsum is None else torch.logaddexp(self.logsum, chunk)
@@ -267,7 +271,7 @@ def _recount(
             ref = seen[j]
             for col in range(0 if ref is None else ref.shape[1]):
                 assert ref is not None
-                counts[j][:, col] += (s > ref[:, col : col + 1]).sum(-1)
+                counts[j][:, col] += torch.count_nonzero(s > ref[:, col : col + 1], dim=-1)
     out = []
     for got, b, c in zip(results, bad, counts, strict=True):
         assert got.ranks is not None
