@@ -44,7 +44,8 @@ def test_a_registered_section_appears_on_the_page_without_touching_it(
         lambda run: f"<p>value {run.metrics['extra']['value']}</p>",
         present=lambda run: "extra" in run.metrics,
     )
-    monkeypatch.setattr(page, "REGISTRY", (*registry.REGISTRY, extra))
+    planted = registry.AnalysisEntry("extra", section=extra)
+    monkeypatch.setattr(registry, "ANALYSES", (*registry.ANALYSES, planted))
     html = page.build_page(open_run(_minimal_run(tmp_path)))
     assert '<section id="extra">' in html and "<p>value 42</p>" in html
     assert '<a href="#extra">An extra analysis</a>' in html

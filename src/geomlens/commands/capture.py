@@ -54,17 +54,14 @@ from geomlens.models.loading import load_configured
 from geomlens.models.view import ModelView
 from geomlens.report.claims import claim_records, published_section
 from geomlens.report.figures import FigureLevel, figure_level
+from geomlens.report.registry import command_sections
 from geomlens.stats import DecompositionAccumulator
 from geomlens.stats.decomposition import GROUP_STATE, interval_groups, state_spec
 from geomlens.stats.finite import require_finite_weights
 
-SECTIONS = {
-    "capture": ("capture",),
-    "decompose": ("capture", "decomposition", "attention", "induction"),
-    "sphere": ("capture", "sphere"),
-    "walk": ("capture", "walk"),
-}
-"""The metrics.json sections a finished run of each command holds."""
+SECTIONS = command_sections()
+"""The metrics.json sections a finished run of each capturing command holds (from the
+analyses' registry, ``report/registry.py``)."""
 
 
 def windows_record(windows: Windows) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import hashlib
 import shutil
 import sys
@@ -25,7 +26,8 @@ from pathlib import Path
 from typing import ClassVar
 
 from geomlens.capture.capture import CaptureConfig, check_length, resolve_layers
-from geomlens.commands import lifecycle, sphere
+from geomlens.capture.taps import TapsFactory
+from geomlens.commands import lifecycle
 from geomlens.commands.capture import (
     Analysis,
     CaptureRunConfig,
@@ -56,6 +58,7 @@ from geomlens.io.stored import store_compact
 from geomlens.models.facts import check_before_loading
 from geomlens.models.loading import eager_attention, load_configured
 from geomlens.models.view import ModelView
+from geomlens.report import registry
 from geomlens.report.figures import FigureLevel, deferred_rendering
 from geomlens.report.page import write_report
 from geomlens.stats import DecompositionAccumulator
@@ -72,25 +75,58 @@ CONCEPT_LIMIT = 40
 """Items of the multiple-choice task scored in the report (a small default slice)."""
 
 
-STAGE_SECTIONS = {
-    "decomposition": ("decomposition", "attention", "induction"),
-    "sphere": ("sphere",),
-    "walk": ("walk",),
-    "concepts": ("concepts",),
-}
-"""The metrics.json sections each stage writes: a stage is finished only with all of them."""
+STAGE_SECTIONS = registry.stage_sections()
+"""The metrics.json sections each stage writes, as registered when imported (the report
+reads ``registry.stage_sections()`` when it runs): a stage is finished only with all of them."""
+
+SEQ2SEQ_STACKS = registry.seq2seq_stacks()
+"""Which stack of an encoder-decoder each section's numbers come from (metrics "stacks"),
+as registered when imported (the report reads ``registry.seq2seq_stacks()``)."""
 
 
-SEQ2SEQ_STACKS = {
-    "decomposition": "encoder",
-    "attention": "encoder",
-    "induction": "decoder self-attention (the encoder reads one end-of-sequence token)",
-    "sphere": "encoder",
-    "walk": "encoder, then the decoder (walk.decoder) and its cross-attention",
-    "concepts": "the encoder reads the context (or its concept vectors); the decoder scores "
-    "each choice",
-}
-"""Which stack of an encoder-decoder each section's numbers come from (metrics "stacks")."""
+@dataclass(frozen=True)
+class StageRequest:
+    """What the report's stages read besides the run folder, the model, the windows and
+    the statistics: each registered stage is ``(request, step) -> Stage``."""
+
+    config: CaptureConfig
+    text: str | None
+    task: str | None
+    limit: int
+    skip_first: bool
+    progress: bool
+    words: list[str]
+
+
+def decomposition_stage(request: StageRequest, step: Step) -> Stage:
+    return analyse_decomposition(request.skip_first, request.config.seed, step)
+
+
+def sphere_stage(request: StageRequest, step: Step) -> Stage:
+    return analyse_sphere(request.config, request.words, DEFAULT_PROMPT, None, step)
+
+
+def walk_report_stage(request: StageRequest, step: Step) -> Stage:
+    return walk_stage(request.config.seed, WALK_GENERATE, step, request.text)
+
+
+def concepts_report_stage(request: StageRequest, step: Step) -> Stage:
+    return concepts_stage(request.config, request.task, request.limit, request.progress, step)
+
+
+def report_stages(request: StageRequest, generates: bool) -> list[tuple[str, str, StageFactory]]:
+    """The registered analyses' stages this model runs: (name, title, step -> stage)."""
+    return [
+        (a.name, a.title, functools.partial(registry.load(a.stage), request))
+        for a in registry.report_stages(generates)
+    ]
+
+
+def report_taps(stages: list[tuple[str, str, StageFactory]]) -> TapsFactory:
+    """The taps the report's capture fills for those stages."""
+    names = {name for name, _, _ in stages}
+    chosen = [a for a in registry.ANALYSES if a.name in names]
+    return tap_factory(**registry.tap_windows(chosen))
 
 
 def settle(
@@ -122,8 +158,9 @@ def staged(stages: list[tuple[str, str, StageFactory]], progress: bool) -> Stage
         folder: RunFolder, view: ModelView, windows: Windows, acc: DecompositionAccumulator
     ) -> None:
         if view is not None and view.is_seq2seq:  # (stage tests run without a model)
-            folder.merge_metrics("stacks", SEQ2SEQ_STACKS)
-        done = lifecycle.finished_stages(folder, [name for name, _, _ in stages], STAGE_SECTIONS)
+            folder.merge_metrics("stacks", registry.seq2seq_stacks())
+        names = [name for name, _, _ in stages]
+        done = lifecycle.finished_stages(folder, names, registry.stage_sections())
         pending: list[tuple[str, list[Callable[[], None]]]] = []
         try:
             for i, (name, title, factory) in enumerate(stages, start=1):
@@ -325,31 +362,8 @@ def _report_locked(
     if view is None:
         view = load_configured(config)
     words = load_nouns(None)
-    stages: list[tuple[str, str, StageFactory]] = [
-        (
-            "decomposition",
-            "position and context",
-            lambda step: analyse_decomposition(skip_first, config.seed),
-        ),
-        (
-            "sphere",
-            "layer norm and the hypersphere",
-            lambda step: analyse_sphere(config, words, DEFAULT_PROMPT, None, step),
-        ),
-        (
-            "walk",
-            "movement through embedding space",
-            lambda step: walk_stage(config.seed, WALK_GENERATE, step, text),
-        ),
-    ]
-    if view.generates:
-        stages.append(
-            (
-                "concepts",
-                "concept-space tests",
-                lambda step: concepts_stage(config, task, limit, progress, step),
-            )
-        )
+    request = StageRequest(config, text, task, limit, skip_first, progress, words)
+    stages = report_stages(request, view.generates)
     options = {
         "skip_first": skip_first,
         "task": task,
@@ -358,6 +372,7 @@ def _report_locked(
     }
     if text is not None:  # the default leaves earlier runs' configs as they were
         options["walk_text_sha256"] = hashlib.sha256(text.encode()).hexdigest()
+    written = registry.stage_sections()
     run = run_command(
         "report",
         config,
@@ -369,8 +384,8 @@ def _report_locked(
         checkpoint_every_s=checkpoint_every_s,
         engine=engine,
         figures=figures,
-        sections=("capture", *(s for name, _, _ in stages for s in STAGE_SECTIONS[name])),
-        taps=tap_factory(norms=sphere.IDENTITY_WINDOWS, attention=KERNEL_WINDOWS),
+        sections=("capture", *(s for name, _, _ in stages for s in written[name])),
+        taps=report_taps(stages),
     )
     store_compact(run.path)  # every stage has read the interval groups: keep what is read later
     write_report(run.path)

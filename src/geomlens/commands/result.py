@@ -17,49 +17,12 @@ if TYPE_CHECKING:
     import plotly.graph_objects as go
 
 
-def _median_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    return rows[len(rows) // 2]
-
-
 def headline(metrics: dict[str, Any]) -> list[tuple[str, Any]]:
-    """A few numbers that say what the run found, as (label, value) pairs."""
-    found: list[tuple[str, Any]] = []
-    dec = metrics.get("decomposition")
-    if dec:
-        rows = dec["layers"] if dec["skip_first"] else dec["other_view"]["layers"]
-        mid = _median_row(rows)
-        found += [
-            (f"share_pos, layer {mid['layer']} (position 0 skipped)", mid["share_pos"]),
-            (f"share_ctx, layer {mid['layer']} (position 0 skipped)", mid["share_ctx"]),
-            (f"pos_rank, layer {mid['layer']} (position 0 skipped)", mid["pos_rank"]),
-        ]
-    elif metrics.get("capture"):
-        mid = _median_row(metrics["capture"]["layers"])
-        found += [
-            (f"share_pos, layer {mid['layer']}", mid["share_pos"]),
-            (f"share_pos, layer {mid['layer']} (position 0 skipped)", mid["share_pos_skip_first"]),
-        ]
-    sphere = metrics.get("sphere")
-    if sphere:
-        found += [
-            ("layer-norm identity, max relative error", sphere["identity"]["max_rel_err"]),
-            ("logit-lens prediction", sphere["trajectory"]["prediction"]),
-        ]
-    walk = metrics.get("walk")
-    if walk:
-        found += [
-            ("heads with negative self-bias", walk["kernels"]["negative_self_bias_fraction"]),
-            ("per-head refactoring, max relative error", walk["refactor"]["max_rel_err"]),
-        ]
-    concepts = metrics.get("concepts") or {}
-    if concepts.get("baseline"):
-        base = concepts["baseline"]
-        found += [(f"baseline {k}", base[k]) for k in ("acc", "acc_norm", "acc_bytes")]
-        if concepts.get("ranking"):
-            best = concepts["ranking"][0]
-            key = concepts.get("headline", "normalised_vs_acc")
-            found.append((f"best scheme ({best}), {key}", concepts["schemes"][best].get(key)))
-    return found
+    """A few numbers that say what the run found, as (label, value) pairs: each registered
+    analysis's (``report/registry.py``), in order."""
+    from geomlens.report import registry
+
+    return registry.headline(metrics)
 
 
 ROW_KEYS = ("layer", "block")
@@ -162,9 +125,9 @@ class Result:
 
     def summary(self) -> list[str]:
         """The lines ``geomlens <command>`` prints when it finishes."""
-        from geomlens.commands.summaries import SUMMARIES
+        from geomlens.report import registry
 
-        return SUMMARIES[self.command](self.run)
+        return registry.summary_lines(self.command, self.run)
 
     def headline(self) -> list[tuple[str, Any]]:
         """A few numbers that say what the run found, as (label, value) pairs."""
@@ -225,14 +188,14 @@ class Result:
 
 def open_result(folder: str | Path) -> Result:
     """The ``Result`` of a finished run folder written by any command (or the API)."""
-    from geomlens.commands.summaries import SUMMARIES
+    from geomlens.report import registry
 
     run = open_run(folder)  # refuses a folder without a finished run
     command = run.manifest.get("command")
-    if command not in SUMMARIES:
-        raise GeomlensError(
-            f"{run.path} holds a run of {command!r}, not one of {', '.join(SUMMARIES)}."
-        )
+    known = registry.summaries()
+    if command not in known:
+        names = ", ".join(known)
+        raise GeomlensError(f"{run.path} holds a run of {command!r}, not one of {names}.")
     return result_of(str(command), run)
 
 

@@ -1,4 +1,7 @@
-"""What each command prints when it finishes, as lines (the CLI prints exactly these)."""
+"""What each command prints when it finishes, as lines (the CLI prints exactly these).
+
+Each analysis's entry in ``report/registry.py`` names its command's function here.
+"""
 
 from __future__ import annotations
 
@@ -61,14 +64,3 @@ def concepts_lines(run: Run) -> list[str]:
 def report_lines(run: Run) -> list[str]:
     minutes = run.manifest.get("timing", {}).get("wall_seconds", 0.0) / 60
     return [f"report written to {run.path / 'report.html'} ({minutes:.1f} min)"]
-
-
-SUMMARIES = {
-    "capture": capture_lines,
-    "decompose": decompose_lines,
-    "sphere": sphere_lines,
-    "walk": walk_lines,
-    "concepts": concepts_lines,
-    "report": report_lines,
-}
-"""Command name (the manifest's "command") -> its finishing lines."""

@@ -449,7 +449,7 @@ def _topics(view: PositionView) -> Claim:
     return judged
 
 
-def _position_claims(metrics: dict[str, Any], model: dict[str, Any]) -> list[Claim]:
+def position_claims(metrics: dict[str, Any], model: dict[str, Any]) -> list[Claim]:
     view = PositionView(skip_first_layers(metrics), skip_first_intervals(metrics))
     return [
         _low_rank(view, published_section(metrics, model)),
@@ -571,7 +571,7 @@ MOLINA_SCOPE = (
 )
 
 
-def _sphere_claims(metrics: dict[str, Any], model: dict[str, Any]) -> list[Claim]:
+def sphere_claims(metrics: dict[str, Any], model: dict[str, Any]) -> list[Claim]:
     sphere = metrics.get("sphere") or {}
     err = (sphere.get("identity") or {}).get("max_rel_err")
     identity = Claim(
@@ -825,7 +825,7 @@ def _bias_table_claims(walk: dict[str, Any], stack: str, scheme: str | None) -> 
     ]
 
 
-def _walk_claims(metrics: dict[str, Any], model: dict[str, Any]) -> list[Claim]:
+def walk_claims(metrics: dict[str, Any], model: dict[str, Any]) -> list[Claim]:
     walk = metrics.get("walk") or {}
     n_heads = model.get("n_heads")
     position = model.get("position")
@@ -970,7 +970,7 @@ def _concept_claim(concepts: dict[str, Any], test: str, prefix: str, reason: str
     return judge(claim, True, reason, fired)
 
 
-def _concept_claims(metrics: dict[str, Any], model: dict[str, Any]) -> list[Claim]:
+def concept_claims(metrics: dict[str, Any], model: dict[str, Any]) -> list[Claim]:
     concepts = metrics.get("concepts") or {}
     reason = concepts.get("unsupported", "no concept tests in this run")
     found = [
@@ -984,21 +984,19 @@ def _concept_claims(metrics: dict[str, Any], model: dict[str, Any]) -> list[Clai
 
 
 def claims(metrics: dict[str, Any], model: dict[str, Any] | None = None) -> list[Claim]:
-    """Every claim, in the order of the papers' sections, with the published numbers for
-    this run's model or setting beside them.
+    """Every claim, in the order of the papers' sections (each registered analysis's, see
+    ``report/registry.py``), with the published numbers for this run's model or setting
+    beside them.
 
     Args:
         metrics: a run's metrics.json.
         model: the manifest's "model" record (kind, position scheme, head count; None: a
             decoder).
     """
+    from geomlens.report.registry import ANALYSES  # (the registry names these functions)
+
     model = model or {}
-    found = [
-        *_position_claims(metrics, model),
-        *_sphere_claims(metrics, model),
-        *_walk_claims(metrics, model),
-        *_concept_claims(metrics, model),
-    ]
+    found = [c for a in ANALYSES if a.claims is not None for c in a.claims(metrics, model)]
     scores = published_scores(model)
     return [
         replace(c, published="; ".join(p for p in (c.published, scores.get(c.id, "")) if p))

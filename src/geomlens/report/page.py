@@ -21,11 +21,11 @@ import plotly.offline
 from geomlens.io.files import write_text_atomic
 from geomlens.io.runfolder import Run, open_run
 from geomlens.io.stored import RECORD
+from geomlens.report import registry
 from geomlens.report.glossary import describe
 from geomlens.report.html import escape, packed, section
-from geomlens.report.registry import REGISTRY
 
-SECTIONS = tuple((s.anchor, s.title) for s in REGISTRY)
+SECTIONS = tuple((s.anchor, s.title) for s in registry.REGISTRY)
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:0;color:#222;line-height:1.45}
@@ -151,7 +151,7 @@ def stored_note(run: Run) -> str:
 
 def build_page(run: Run) -> str:
     """The whole page as one HTML string."""
-    shown = [s for s in REGISTRY if s.present(run)]
+    shown = [s for s in registry.page_sections() if s.present(run)]
     nav = "".join(f'<a href="#{s.anchor}">{escape(s.title)}</a>' for s in shown)
     nav += '<a href="#glossary">Glossary</a>'
     notes = {"run": stored_note(run)}

@@ -1,21 +1,217 @@
-"""The sections of report.html, in page order.
+"""What an analysis is, in one place: one ``AnalysisEntry`` per analysis, in page order.
 
-Each analysis declares its section (readings, tables, figures and their captions) in its
-own module under ``report/sections/``; adding an analysis to the page is one line here.
+The report's stages, the metrics.json sections each command's run holds, the taps the
+report fills, the encoder-decoder stack notes, the commands' finishing lines, the
+headline numbers, a run's plotly figures, the claims and the sections of report.html are
+all read from ``ANALYSES``; adding an analysis with its own report section is its module,
+its figures, its page section (``report/sections/``) and one entry here.
+
+The registry sits below the commands (which import it). What lives in the commands (a
+report stage, a command's finishing lines, a tap's window count) it names as an entry
+point, ``"module:attribute"``, imported when first used (as ``cli`` imports a command's
+module by name).
 """
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from geomlens.report import claims as paper_claims
+from geomlens.report import headlines, run_figures
 from geomlens.report.section import Section
 from geomlens.report.sections import attention, concepts, decomposition, overview, sphere, walk
 
-REGISTRY: tuple[Section, ...] = (
-    overview.SUMMARY,
-    overview.CLAIMS,
-    decomposition.SECTION,
-    attention.SECTION,
-    sphere.SECTION,
-    walk.SECTION,
-    concepts.SECTION,
-    overview.RUN,
+Ref = str | Callable[..., Any]
+"""A callable, or its entry point "module:attribute" in a layer above (the commands)."""
+
+
+def load(ref: Any) -> Any:
+    """The object an entry point names (anything else is returned as it is)."""
+    if not isinstance(ref, str):
+        return ref
+    module, _, name = ref.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+@dataclass(frozen=True)
+class AnalysisEntry:
+    """One analysis, as every part of the package that lists analyses sees it.
+
+    Attributes:
+        name: its name; its report stage's name (``stages.json``) when it has one.
+        writes: the metrics.json sections it writes (its stage is finished only with all).
+        section: its section of report.html (None: not on the page).
+        stage: its report stage, ``(request, step) -> Stage`` (``commands/report.py``'s
+            ``StageRequest``; None: the report runs it inside another's stage, or not).
+        title: the stage's line in the report's progress.
+        generating_only: the report runs its stage only on models that generate.
+        taps: tap keyword of ``tap_factory`` -> windows it fills, for the report's capture.
+        command: the command that runs it on its own ("" none).
+        captures: that command runs a capture (its run also holds the "capture" section).
+        summary: the lines that command prints when it finishes, ``run -> list[str]``.
+        headline: metrics -> a few (label, value) pairs that say what it found.
+        figures: (run folder, metrics) -> its plotly figures by name.
+        claims: (metrics, model record) -> the papers' claims its numbers decide.
+        stacks: metrics section -> which stack of an encoder-decoder its numbers come from.
+    """
+
+    name: str
+    writes: tuple[str, ...] = ()
+    section: Section | None = None
+    stage: Ref | None = None
+    title: str = ""
+    generating_only: bool = False
+    taps: Mapping[str, Ref] = field(default_factory=dict)
+    command: str = ""
+    captures: bool = True
+    summary: Ref | None = None
+    headline: Callable[[dict[str, Any]], list[tuple[str, Any]]] | None = None
+    figures: Callable[[Path, dict[str, Any]], dict[str, Any]] | None = None
+    claims: Callable[[dict[str, Any], dict[str, Any]], list[paper_claims.Claim]] | None = None
+    stacks: Mapping[str, str] = field(default_factory=dict)
+
+
+ANALYSES: tuple[AnalysisEntry, ...] = (
+    AnalysisEntry(
+        "capture",
+        writes=("capture",),
+        command="capture",
+        summary="geomlens.commands.summaries:capture_lines",
+        headline=headlines.capture_headline,
+        figures=run_figures.capture_run_figures,
+    ),
+    AnalysisEntry(
+        "decomposition",
+        writes=("decomposition", "attention", "induction"),
+        section=decomposition.SECTION,
+        stage="geomlens.commands.report:decomposition_stage",
+        title="position and context",
+        command="decompose",
+        summary="geomlens.commands.summaries:decompose_lines",
+        headline=headlines.decomposition_headline,
+        figures=run_figures.decomposition_run_figures,
+        claims=paper_claims.position_claims,
+        stacks={"decomposition": "encoder"},
+    ),
+    AnalysisEntry(
+        "attention",  # its numbers are written by the decomposition's stage
+        section=attention.SECTION,
+        figures=run_figures.attention_run_figures,
+        stacks={
+            "attention": "encoder",
+            "induction": "decoder self-attention (the encoder reads one end-of-sequence token)",
+        },
+    ),
+    AnalysisEntry(
+        "sphere",
+        writes=("sphere",),
+        section=sphere.SECTION,
+        stage="geomlens.commands.report:sphere_stage",
+        title="layer norm and the hypersphere",
+        taps={"norms": "geomlens.commands.sphere:IDENTITY_WINDOWS"},
+        command="sphere",
+        summary="geomlens.commands.summaries:sphere_lines",
+        headline=headlines.sphere_headline,
+        claims=paper_claims.sphere_claims,
+        stacks={"sphere": "encoder"},
+    ),
+    AnalysisEntry(
+        "walk",
+        writes=("walk",),
+        section=walk.SECTION,
+        stage="geomlens.commands.report:walk_report_stage",
+        title="movement through embedding space",
+        taps={"attention": "geomlens.commands.walk:KERNEL_WINDOWS"},
+        command="walk",
+        summary="geomlens.commands.summaries:walk_lines",
+        headline=headlines.walk_headline,
+        figures=run_figures.walk_run_figures,
+        claims=paper_claims.walk_claims,
+        stacks={"walk": "encoder, then the decoder (walk.decoder) and its cross-attention"},
+    ),
+    AnalysisEntry(
+        "concepts",
+        writes=("concepts",),
+        section=concepts.SECTION,
+        stage="geomlens.commands.report:concepts_report_stage",
+        title="concept-space tests",
+        generating_only=True,
+        command="concepts",
+        captures=False,  # it scores a task's items; no corpus is captured
+        summary="geomlens.commands.summaries:concepts_lines",
+        headline=headlines.concepts_headline,
+        figures=run_figures.concepts_run_figures,
+        claims=paper_claims.concept_claims,
+        stacks={
+            "concepts": "the encoder reads the context (or its concept vectors); the decoder "
+            "scores each choice"
+        },
+    ),
 )
+"""Every analysis, in the order of the page, the headline, the figures and the claims."""
+
+REPORT_SUMMARY = "geomlens.commands.summaries:report_lines"
+"""The report's own finishing line (the report runs every analysis with a stage)."""
+
+
+def page_sections() -> tuple[Section, ...]:
+    """The sections of report.html in page order: the summary and the claims, each
+    analysis's section, the run's record."""
+    own = tuple(a.section for a in ANALYSES if a.section is not None)
+    return (overview.SUMMARY, overview.CLAIMS, *own, overview.RUN)
+
+
+REGISTRY: tuple[Section, ...] = page_sections()
+"""The page's sections as registered when the package was imported (see
+``page_sections`` for the registry's current ones)."""
+
+
+def report_stages(generates: bool) -> list[AnalysisEntry]:
+    """The analyses the report runs as stages, in order, on a model that generates or not."""
+    return [a for a in ANALYSES if a.stage is not None and (generates or not a.generating_only)]
+
+
+def stage_sections() -> dict[str, tuple[str, ...]]:
+    """Report stage -> the metrics.json sections it writes."""
+    return {a.name: a.writes for a in ANALYSES if a.stage is not None}
+
+
+def seq2seq_stacks() -> dict[str, str]:
+    """metrics section -> which stack of an encoder-decoder its numbers come from."""
+    return {key: text for a in ANALYSES for key, text in a.stacks.items()}
+
+
+def command_sections() -> dict[str, tuple[str, ...]]:
+    """Capturing command -> the metrics.json sections a finished run of it holds."""
+    return {
+        a.command: tuple(dict.fromkeys(("capture", *a.writes)))
+        for a in ANALYSES
+        if a.command and a.captures
+    }
+
+
+def tap_windows(entries: list[AnalysisEntry]) -> dict[str, int]:
+    """The taps ``entries`` need: ``tap_factory``'s keyword -> windows."""
+    return {key: int(load(ref)) for a in entries for key, ref in a.taps.items()}
+
+
+def summaries() -> dict[str, Ref]:
+    """Command (a manifest's "command") -> its finishing lines, for every command that
+    returns a ``Result``."""
+    found: dict[str, Ref] = {a.command: a.summary for a in ANALYSES if a.command and a.summary}
+    return {**found, "report": REPORT_SUMMARY}
+
+
+def summary_lines(command: str, run: Any) -> list[str]:
+    """The lines ``geomlens <command>`` prints when it finishes."""
+    lines: list[str] = load(summaries()[command])(run)
+    return lines
+
+
+def headline(metrics: dict[str, Any]) -> list[tuple[str, Any]]:
+    """A few numbers that say what the run found: each analysis's, in order."""
+    return [pair for a in ANALYSES if a.headline is not None for pair in a.headline(metrics)]

@@ -128,21 +128,47 @@ def saved_figures(folder: Path) -> dict[str, go.Figure]:
     return found
 
 
-def figures_of(folder: Path, metrics: dict[str, Any]) -> dict[str, go.Figure]:
-    """Every plotly figure the run folder's saved numbers and figures give, by name."""
-    figures: dict[str, go.Figure] = {}
-    if "decomposition" in metrics:
-        figures.update(decomposition_figures(folder, metrics["decomposition"]))
-    elif "capture" in metrics:
-        figures.update(capture_figures(metrics["capture"]))
+def capture_run_figures(folder: Path, metrics: dict[str, Any]) -> dict[str, go.Figure]:
+    """The capture's shares (a run without a decomposition, which draws its own)."""
+    if "decomposition" in metrics or "capture" not in metrics:
+        return {}
+    return capture_figures(metrics["capture"])
+
+
+def decomposition_run_figures(folder: Path, metrics: dict[str, Any]) -> dict[str, go.Figure]:
+    if "decomposition" not in metrics:
+        return {}
+    return decomposition_figures(folder, metrics["decomposition"])
+
+
+def attention_run_figures(folder: Path, metrics: dict[str, Any]) -> dict[str, go.Figure]:
+    """Where the model's attention splits (``attention_parts``)."""
     attention = metrics.get("attention") or {}
-    if attention.get("parts"):
-        figures["attention_parts"] = go.Figure(interactive.attention_parts(attention["parts"]))
-    if metrics.get("walk"):
-        figures.update(walk_figures(metrics["walk"]))
+    if not attention.get("parts"):
+        return {}
+    return {"attention_parts": go.Figure(interactive.attention_parts(attention["parts"]))}
+
+
+def walk_run_figures(folder: Path, metrics: dict[str, Any]) -> dict[str, go.Figure]:
+    return walk_figures(metrics["walk"]) if metrics.get("walk") else {}
+
+
+def concepts_run_figures(folder: Path, metrics: dict[str, Any]) -> dict[str, go.Figure]:
     concepts = metrics.get("concepts") or {}
-    if concepts and "unsupported" not in concepts:
-        figures.update(concepts_figures(concepts))
+    if not concepts or "unsupported" in concepts:
+        return {}
+    return concepts_figures(concepts)
+
+
+def figures_of(folder: Path, metrics: dict[str, Any]) -> dict[str, go.Figure]:
+    """Every plotly figure the run folder's saved numbers and figures give, by name: each
+    registered analysis's (``report/registry.py``), then those saved as plotly JSON."""
+    from geomlens.report.registry import ANALYSES
+
+    figures: dict[str, go.Figure] = {}
+    for analysis in ANALYSES:
+        if analysis.figures is not None:
+            figures.update(analysis.figures(folder, metrics))
     figures.update(saved_figures(folder))
     return figures
 
