@@ -181,3 +181,20 @@ def test_a_subspace_wider_than_half_the_contexts_can_span_says_why_it_has_no_int
     assert (
         "half of the contexts span fewer dimensions" in found["not_resampled"]["incoherence_mean"]
     )
+
+
+def test_the_layers_and_their_intervals_report_progress_once_per_layer() -> None:
+    """The report's bars over the position/context step: one tick per layer and view, one
+    per layer's draws; the numbers are those computed without a bar."""
+    from geomlens.analyses.decomposition import analyse_layers
+
+    h = np.random.default_rng(5).standard_normal((16, 6, 8))
+    acc = _filled(h, groups=8)
+    ticks: list[int] = []
+    rows = analyse_layers(acc, skip_first=True, progress=ticks.append)
+    assert ticks == [1] * len(acc.layers)
+    assert rows == analyse_layers(acc, skip_first=True)
+    dicts = [r.to_dict() for r in rows]
+    found = decomposition_intervals(acc, dicts, n_draws=4, progress=ticks.append)
+    assert ticks == [1] * 2 * len(acc.layers)
+    assert found == decomposition_intervals(acc, dicts, n_draws=4)

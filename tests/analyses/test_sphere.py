@@ -341,3 +341,22 @@ def test_english_zipf_orders_common_words_and_shift_interval(smollm2):
     assert top.zipf["vocab_mean"] == pytest.approx(zipf.mean(), rel=1e-6)
     again = sph.top_tokens(smollm2, tokens, None, k=10, zipf=zipf, seed=3)
     assert again.to_dict() == top.to_dict()  # seeded: the same bytes
+
+
+def test_the_trajectory_map_shows_a_bar_over_its_epochs(smollm2, capsys, small_umap):
+    """UMAP's epochs get a bar (items and time left) on stderr where the step prints; the
+    map is the same with and without it."""
+    from geomlens.commands.sphere import trajectory_map
+    from geomlens.io.progress import StepLines
+
+    ids = smollm2.tokenizer(PROMPT, return_tensors="pt")["input_ids"]
+    hidden = {k: v[0] for k, v in hidden_states(smollm2, ids, [0, 15, 30]).items()}
+    step = StepLines("sphere")
+    step("UMAP of the trajectory")
+    shown = trajectory_map(smollm2, hidden, ids[0].tolist(), 0, step)
+    err = capsys.readouterr().err
+    assert "sphere: UMAP of the trajectory" in err and "epoch" in err and "<" in err
+    plain = trajectory_map(smollm2, hidden, ids[0].tolist(), 0)
+    assert capsys.readouterr().err == ""
+    np.testing.assert_array_equal(shown.token_xy, plain.token_xy)
+    np.testing.assert_array_equal(shown.path_xy, plain.path_xy)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -375,6 +375,7 @@ def analyse_layers(
     labels: Labels | None = None,
     skip_first: bool = False,
     seed: int = 0,
+    progress: Callable[[int], object] | None = None,
 ) -> list[LayerDecomposition]:
     """``analyse_layer`` over every layer of a complete accumulator, in its layer order,
     with the noise-corrected numbers where the accumulator keeps interval groups.
@@ -384,13 +385,14 @@ def analyse_layers(
         labels: [C] one document label per context, or None.
         skip_first: leave position 0 out.
         seed: seed of the random baseline and of k-means.
+        progress: called with 1 after each layer (a progress bar's ``update``).
     """
-    return [
-        analyse_layer(
-            acc.finalize(layer, skip_first=skip_first),
-            labels,
-            seed,
-            groups=position_noise.group_positions(acc, layer, skip_first),
+    out = []
+    for layer in acc.layers:
+        groups = position_noise.group_positions(acc, layer, skip_first)
+        out.append(
+            analyse_layer(acc.finalize(layer, skip_first=skip_first), labels, seed, groups=groups)
         )
-        for layer in acc.layers
-    ]
+        if progress is not None:
+            progress(1)
+    return out

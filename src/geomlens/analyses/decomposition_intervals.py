@@ -26,6 +26,7 @@ estimate's common bias.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -217,6 +218,7 @@ def decomposition_intervals(
     labels: Labels | None = None,
     n_draws: int = N_DRAWS,
     seed: int = 0,
+    progress: Callable[[int], object] | None = None,
 ) -> dict[str, Any]:
     """Intervals of every layer's numbers and of their medians over layers.
 
@@ -227,6 +229,7 @@ def decomposition_intervals(
         labels: [C] the contexts' labels, or None.
         n_draws: half-samples drawn.
         seed: seed of the draws and of every analysis.
+        progress: called with 1 after each layer's draws (a progress bar's ``update``).
 
     Returns:
         {"method", "groups", "n_draws", "seed", "sketch_rank" (columns of the groups'
@@ -247,6 +250,8 @@ def decomposition_intervals(
         of_layer = _layer_draws(acc, layer, draws, labels, row, seed, corrections.get(layer, {}))
         for numbers, one in zip(per_draw, of_layer, strict=True):
             numbers[layer] = one
+        if progress is not None:
+            progress(1)
     layers = {}
     for layer, row in zip(acc.layers, rows, strict=True):
         layers[str(layer)] = {

@@ -219,6 +219,7 @@ def trajectory_map(
     seed: int = 0,
     n_neighbors: int = 15,
     n_epochs: int = 200,
+    epoch_bar: dict[str, Any] | None = None,
 ) -> TrajectoryMap:
     """UMAP (cosine) of normalised hidden states together with unembedding vectors.
 
@@ -233,6 +234,7 @@ def trajectory_map(
         n_components: 2 or 3.
         seed: UMAP's random state (fixed: same input, same map).
         n_neighbors: UMAP's neighbourhood size; n_epochs: its optimisation epochs.
+        epoch_bar: tqdm options of a bar over those epochs (None: no bar).
     """
     import umap
 
@@ -258,6 +260,7 @@ def trajectory_map(
         init="spectral",
         n_epochs=n_epochs,
         n_jobs=1,
+        tqdm_kwds={"disable": True} if epoch_bar is None else dict(epoch_bar),
     )
     xy = np.asarray(reducer.fit_transform(distances), dtype=np.float64)
     n = len(token_ids)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -30,6 +31,7 @@ from geomlens.commands.options import add_capture_options, capture_options, fini
 from geomlens.commands.result import Result
 from geomlens.corpus import Windows
 from geomlens.errors import GeomlensError
+from geomlens.io.progress import Step, StepLines, quiet, step_bar
 from geomlens.io.runfolder import Run, RunFolder, write_json
 from geomlens.models.loading import eager_attention
 from geomlens.models.view import ModelView
@@ -83,11 +85,13 @@ def attention_in_basis(
     results: list[LayerDecomposition],
     figures: list[tuple[Any, str]],
     basis_ranks: dict[int, int],
+    progress: Callable[[int], object] | None = None,
 ) -> dict[str, Any]:
     """Attention logits split into pos/ctx parts and W_QK in the positional basis.
 
     ``basis_ranks`` maps a layer to pos_rank95 without position 0 (the W_QK basis size
-    before it is clipped to [QK_BASIS_MIN, QK_BASIS_MAX]).
+    before it is clipped to [QK_BASIS_MIN, QK_BASIS_MAX]). ``progress`` hears 1 after the
+    forward pass and after each block (``ATTENTION_BLOCKS + 1`` in all).
 
     Appends its figures (with file names) to ``figures``.
     """
@@ -96,6 +100,8 @@ def attention_in_basis(
     n_ctx = min(ATTENTION_CONTEXTS, windows.n_contexts)
     ids = torch.tensor(windows.input_ids[:n_ctx])
     hidden = hidden_states(view, ids, blocks)
+    tick = progress or (lambda n: None)
+    tick(1)
     parts, parts_ctx, qk, splits = [], [], [], []
     for block in blocks:
         stats = acc.finalize(block, skip_first=skip)
@@ -118,6 +124,7 @@ def attention_in_basis(
         if block == blocks[len(blocks) // 2]:  # heatmaps and W_QK for the middle block only
             figures.append((attn_figs.part_heatmaps(split), f"attention_heatmaps_block{block}.png"))
             figures.append((attn_figs.qk_matrix(basis), f"qk_basis_block{block}.png"))
+        tick(1)
     figures.append((attn_figs.part_shares(splits), "attention_parts.png"))
     return {
         "n_contexts": n_ctx,
@@ -143,28 +150,33 @@ def induction(view: ModelView, seed: int, figures: list[tuple[Any, str]]) -> dic
     return result.to_dict()
 
 
-def analyse_decomposition(skip_first: bool, seed: int):  # type: ignore[no-untyped-def]
-    """The analysis step of ``run_command`` for ``decompose``."""
+def analyse_decomposition(skip_first: bool, seed: int, step: Step = quiet):  # type: ignore[no-untyped-def]
+    """The analysis step of ``run_command`` for ``decompose``; ``step`` hears each step
+    start, and the per-layer steps show a bar (``step_bar``)."""
 
     def analyse(
         folder: RunFolder, view: ModelView, windows: Windows, acc: DecompositionAccumulator
     ) -> None:
         labels = np.asarray(windows.labels)
         out = folder.path / "figures"
-        primary = analyse_layers(acc, labels, skip_first=skip_first, seed=seed)
-        # The decomposition figures render in a forked process while the rest is computed.
-        figures = decomposition_figures(acc, primary, windows)
-        wait = save_in_background([(fig, out / name) for fig, name in figures])
-        other = analyse_layers(acc, labels, skip_first=not skip_first, seed=seed)
+        step("both views of every layer")
+        with step_bar(step, 2 * len(acc.layers), "layer") as bar:
+            primary = analyse_layers(acc, labels, skip_first, seed, progress=bar.update)
+            # The decomposition figures render in a forked process while the rest is computed.
+            figures = decomposition_figures(acc, primary, windows)
+            wait = save_in_background([(fig, out / name) for fig, name in figures])
+            other = analyse_layers(acc, labels, not skip_first, seed, progress=bar.update)
         views: list[dict[str, Any]] = [
             {"skip_first": skip_first, "layers": layer_rows(primary)},
             {"skip_first": not skip_first, "layers": layer_rows(other)},
         ]
         # intervals over contexts for the view without position 0 (the claims' view)
         skip_rows = views[0] if skip_first else views[1]
-        skip_rows["intervals"] = decomposition_intervals(
-            acc, skip_rows["layers"], labels, seed=seed
-        )
+        step("intervals over contexts")
+        with step_bar(step, len(acc.layers) if acc.groups else 0, "layer") as bar:
+            skip_rows["intervals"] = decomposition_intervals(
+                acc, skip_rows["layers"], labels, seed=seed, progress=bar.update
+            )
         folder.merge_metrics("decomposition", {**views[0], "other_view": views[1]})
         spectra = {
             ("skip_first" if results[0].skip_first else "all_positions"): {
@@ -185,9 +197,16 @@ def analyse_decomposition(skip_first: bool, seed: int):  # type: ignore[no-untyp
         attention_figures: list[tuple[Any, str]] = []
         skip_view = primary if skip_first else other
         ranks = {r.layer: r.pos_rank95 for r in skip_view}
-        attention = attention_in_basis(view, windows, acc, primary, attention_figures, ranks)
+        step("attention in the positional basis")
+        with step_bar(step, ATTENTION_BLOCKS + 1, "pass") as bar:
+            attention = attention_in_basis(
+                view, windows, acc, primary, attention_figures, ranks, bar.update
+            )
         folder.merge_metrics("attention", attention)
-        folder.merge_metrics("induction", induction(view, seed, attention_figures))
+        step("induction heads")
+        with step_bar(step, 1, "pass") as bar:
+            folder.merge_metrics("induction", induction(view, seed, attention_figures))
+            bar.update(1)
         save_all([(fig, out / name) for fig, name in attention_figures])
         wait()
 
@@ -205,7 +224,9 @@ def run_decompose(
         config,
         out,
         options={"skip_first": skip_first},
-        analyse=analyse_decomposition(skip_first, config.seed),
+        analyse=analyse_decomposition(
+            skip_first, config.seed, StepLines("decompose", kwargs.get("progress", True))
+        ),
         **kwargs,
     )
 

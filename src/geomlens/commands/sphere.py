@@ -126,11 +126,20 @@ def sphere_figures(
 
 
 def trajectory_map(
-    view: ModelView, hidden: dict[int, torch.Tensor], prompt_ids: Sequence[int], seed: int
+    view: ModelView,
+    hidden: dict[int, torch.Tensor],
+    prompt_ids: Sequence[int],
+    seed: int,
+    step: Step = quiet,
 ) -> lens.TrajectoryMap:
-    """The 3-d UMAP of the prompt's trajectory among a sample of the vocabulary."""
+    """The 3-d UMAP of the prompt's trajectory among a sample of the vocabulary, with a
+    bar over UMAP's epochs where ``step`` prints (a ``StepLines``)."""
     sample = lens.vocabulary_sample(int(view.W_E.shape[0]), UMAP_TOKENS, seed, include=prompt_ids)
-    return lens.trajectory_map(view, hidden, sample, n_components=3, seed=seed)
+    bar = None
+    if isinstance(step, StepLines) and step.enabled:
+        desc = f"{step.prefix}: {step.current}"
+        bar = {"desc": desc, "unit": "epoch", "bar_format": None, "disable": False}
+    return lens.trajectory_map(view, hidden, sample, n_components=3, seed=seed, epoch_bar=bar)
 
 
 def umap_record(map3: lens.TrajectoryMap, seed: int) -> dict[str, Any]:
@@ -208,7 +217,7 @@ def analyse_sphere(
         map3 = None
         if drawn() and used("umap"):  # the map only feeds the trajectory figures
             step("UMAP of the trajectory")
-            map3 = trajectory_map(view, hidden, prompt_ids, config.seed)
+            map3 = trajectory_map(view, hidden, prompt_ids, config.seed, step)
         umap = None if map3 is None else umap_record(map3, config.seed)
 
         step("figures")
