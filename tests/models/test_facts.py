@@ -150,3 +150,16 @@ def test_unknown_model_is_refused_without_loading(tmp_path, capsys, monkeypatch)
     err = refused(capsys, ["report", "--model", "no-such-model", "--out", str(out)])
     assert "unknown model 'no-such-model'" in err
     assert not out.exists()
+
+
+def test_concepts_refuse_an_encoder_and_a_long_item_before_loading(tmp_path, capsys, monkeypatch):
+    never_loads(monkeypatch)
+    out = tmp_path / "run"
+    err = refused(capsys, ["concepts", "--model", "minilm-l6", "--out", str(out)])
+    assert "need a decoder-only or encoder-decoder language model; minilm-l6 is an" in err
+    task = tmp_path / "long.json"
+    examples = [{"input": text, "target_scores": {"yes": 1, "no": 0}} for text in (LONG, "Ok?")]
+    task.write_text(json.dumps({"name": "long", "examples": examples}))
+    argv = ["concepts", "--model", "smollm2-135m", "--task", str(task), "--out", str(out)]
+    assert "a context with its answer has 9801 tokens, more than smollm2" in refused(capsys, argv)
+    assert not out.exists()
