@@ -163,3 +163,14 @@ def test_concepts_refuse_an_encoder_and_a_long_item_before_loading(tmp_path, cap
     argv = ["concepts", "--model", "smollm2-135m", "--task", str(task), "--out", str(out)]
     assert "a context with its answer has 9801 tokens, more than smollm2" in refused(capsys, argv)
     assert not out.exists()
+
+
+def test_sizes_no_model_can_have_give_no_facts(tmp_path):
+    """The loader refuses them in its own sentence; the facts do not guess."""
+    config = CASES[0].config()
+    config.save_pretrained(tmp_path)
+    small_tokenizer(False).save_pretrained(tmp_path)
+    raw = json.loads((tmp_path / "config.json").read_text())
+    for bad in (True, 0, -4):
+        (tmp_path / "config.json").write_text(json.dumps({**raw, "max_position_embeddings": bad}))
+        assert model_facts(str(tmp_path)) is None

@@ -171,6 +171,11 @@ def file_tokenizer(folder: Path) -> FileTokenizer | None:
     return FileTokenizer(backend, ids["bos_token"], ids["eos_token"])
 
 
+def size(value: Any) -> bool:
+    """Whether ``value`` is a size a model can have: a whole number of at least 1."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
 def model_facts(name: str) -> ModelFacts | None:
     """The facts of the model ``name`` names (as ``load_model`` takes it), or None where
     its files do not settle them exactly.
@@ -196,10 +201,10 @@ def model_facts(name: str) -> ModelFacts | None:
         return None
     try:
         dims: Dims = family.dims(ConfigFields(raw))
-    except (AttributeError, TypeError, KeyError, ZeroDivisionError):
+    except (AttributeError, TypeError, KeyError, ValueError, ZeroDivisionError):
         return None
-    if not isinstance(dims.n_layers, int) or not isinstance(dims.n_ctx, int | None):
-        return None
+    if not size(dims.n_layers) or not (dims.n_ctx is None or size(dims.n_ctx)):
+        return None  # the loader refuses sizes no model can have, in its own words
     tokenizer = file_tokenizer(folder)
     if tokenizer is None:
         return None
