@@ -10,7 +10,6 @@ checkpoint, and reuses finished models and a finished run as they are.
 from __future__ import annotations
 
 import argparse
-import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from geomlens.arithmetic.seeds import seed_spread, side_means
 from geomlens.arithmetic.train import StepHook, Trained, train
 from geomlens.commands import lifecycle
 from geomlens.engines.threads import torch_threads
-from geomlens.io.runfolder import Run, RunFolder
+from geomlens.io.runfolder import Run
 from geomlens.report import arithmetic_figures as figs
 from geomlens.report.figures import save_all
 from geomlens.stats.rounding import rounded
@@ -140,8 +139,11 @@ def run_arithmetic(
         on_step: called after every training step with (steps done, stop request).
     """
     config.validate()
-    with lifecycle.held(out) as folder:
-        return _run_locked(config, folder, progress, on_step)
+    full_config = {**config.to_dict(), "command": "arithmetic"}
+    with lifecycle.run_folder(out, "arithmetic", full_config) as run:
+        if run.state == "complete":
+            return run.reuse()
+        return _run_locked(config, run, progress, on_step)
 
 
 def model_geometry(
@@ -167,17 +169,10 @@ def model_geometry(
 
 
 def _run_locked(
-    config: ArithmeticConfig, folder: RunFolder, progress: bool, on_step: StepHook | None
+    config: ArithmeticConfig, run: lifecycle.RunInFolder, progress: bool, on_step: StepHook | None
 ) -> Run:
-    full_config = {**config.to_dict(), "command": "arithmetic"}
-    state, _ = lifecycle.claim(folder, full_config)
-    if state == "complete":
-        return lifecycle.reuse(folder)
-    started = time.time()
-    manifest = lifecycle.begin(
-        folder,
-        "arithmetic",
-        full_config,
+    folder = run.folder
+    run.begin(
         model={
             "family": "gpt2",
             "n_layers": config.layers,
@@ -244,7 +239,7 @@ def _run_locked(
         ),
     }
     folder.merge_metrics("arithmetic", rounded(metrics))
-    return lifecycle.complete(folder, manifest, started, seconds)
+    return run.complete(seconds)
 
 
 def criterion(config: ArithmeticConfig) -> dict[str, Any]:

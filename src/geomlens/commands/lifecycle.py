@@ -1,12 +1,22 @@
 """The run lifecycle every command shares: hold the folder, claim it, reuse a finished run,
 write the manifest, mark stages finished, and mark the run complete.
 
-The steps, in order:
+A command that writes a run does it in one block::
+
+    with lifecycle.run_folder(out, "capture", config) as run:
+        if run.state == "complete":
+            return run.reuse()
+        run.begin(model=...)  # the manifest, status "running"
+        ...                   # the numbers, into run.folder
+        return run.complete(timing)
+
+``run_folder`` holds and claims the folder; ``RunInFolder`` carries its state and previous
+manifest and does the rest. The steps, in order:
 
 1. ``held(out)``: the folder is locked for the whole command (a second process is told
    the folder is busy).
 2. ``claim(folder, config)``: a new folder is claimed for ``config``; a folder holding
-   another config is refused; the state ("new", "partial", "complete") and the previous
+   another config is refused; the state ("new", "resume", "complete") and the previous
    manifest come back, so the command can reuse or resume.
 3. ``reuse(folder)``: a finished run of the same config is read back as it is.
 4. ``begin(folder, command, config, ...)``: the manifest is written with status
@@ -22,6 +32,7 @@ import sys
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +106,61 @@ def complete(
     )
     folder.write_manifest(manifest)
     return open_run(folder.path)
+
+
+@dataclass
+class RunInFolder:
+    """A run being made in a held folder claimed for ``config`` (``run_folder``'s ``as``).
+
+    Attributes:
+        folder: the run folder.
+        command: the command, for the manifest.
+        config: what the folder is claimed for (the manifest's config).
+        state: the folder's state before: "new", "resume" (a partial run) or "complete".
+        previous: the manifest the folder held before (None for a new one).
+        started: when the folder was claimed (the run's wall time counts from it).
+        manifest: the manifest ``begin`` wrote (empty before).
+    """
+
+    folder: RunFolder
+    command: str
+    config: dict[str, Any]
+    state: str
+    previous: dict[str, Any] | None
+    started: float
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def finished(self) -> bool:
+        """The folder holds a finished run of this config (to reuse, after any check)."""
+        return self.state == "complete" and self.previous is not None
+
+    def reuse(self) -> Run:
+        """The finished run, read back as it is (after a sentence on stderr)."""
+        return reuse(self.folder)
+
+    def begin(self, **record: Any) -> dict[str, Any]:
+        """Write the manifest, status "running", with the versions and ``record``."""
+        self.manifest = begin(self.folder, self.command, self.config, **record)
+        return self.manifest
+
+    def complete(self, timing: Mapping[str, float] | None = None, **record: Any) -> Run:
+        """Mark the run complete (only with finite metrics), with its wall time, ``timing``
+        and ``record``."""
+        if not self.manifest:
+            raise RuntimeError("complete() before begin(): the run has no manifest")
+        return complete(self.folder, self.manifest, self.started, timing, **record)
+
+
+@contextmanager
+def run_folder(out: str | Path, command: str, config: dict[str, Any]) -> Iterator[RunInFolder]:
+    """The run folder ``out`` held for the block and claimed for ``config``.
+
+    A folder holding another config is refused; one made here is removed again when the
+    block fails with nothing written in it (``held``)."""
+    with held(out) as folder:
+        state, previous = claim(folder, config)
+        yield RunInFolder(folder, command, config, state, previous, time.time())
 
 
 def finished_stages(

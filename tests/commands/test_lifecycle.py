@@ -1,0 +1,109 @@
+"""The run lifecycle as one block (commands/lifecycle.py's ``run_folder``): a new run, the
+same config reused, a partial run resumed, another config refused, no empty folder left by
+a refused command, and only finite metrics marked complete."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from geomlens.commands import lifecycle
+from geomlens.errors import GeomlensError
+
+CONFIG = {"command": "toy", "contexts": 8, "length": 16}
+
+
+def write_run(out, config=CONFIG, metrics=None):
+    """A run of ``config`` made in ``out`` from start to end; its Run."""
+    with lifecycle.run_folder(out, "toy", config) as run:
+        assert run.state == "new" and run.previous is None and not run.finished
+        run.begin(model={"name": "toy"})
+        run.folder.merge_metrics("toy", metrics or {"x": 1.5})
+        return run.complete({"toy_seconds": 0.25}, extra=3)
+
+
+def manifest(out):
+    return json.loads((out / "manifest.json").read_text())
+
+
+def test_a_new_run_gets_its_manifest_and_is_marked_complete(tmp_path):
+    out = tmp_path / "run"
+    done = write_run(out)
+    written = manifest(out)
+    assert done.path == out
+    assert written["command"] == "toy" and written["config"] == CONFIG
+    assert written["status"] == "complete" and written["model"] == {"name": "toy"}
+    assert written["extra"] == 3 and written["timing"]["toy_seconds"] == 0.25
+    assert written["timing"]["wall_seconds"] >= 0
+    assert set(written["versions"]) >= {"geomlens", "torch"}
+    assert not (out / ".lock").exists()
+
+
+def test_the_same_config_finished_is_reused_with_its_sentence(tmp_path, capsys):
+    out = tmp_path / "run"
+    write_run(out)
+    before = (out / "manifest.json").read_bytes()
+    capsys.readouterr()
+    with lifecycle.run_folder(out, "toy", dict(CONFIG)) as run:
+        assert run.state == "complete" and run.finished
+        assert run.previous is not None and run.previous["status"] == "complete"
+        reused = run.reuse()
+    assert reused.path == out and reused.metrics == {"toy": {"x": 1.5}}
+    assert capsys.readouterr().err == f"{out} already holds this run; reusing it.\n"
+    assert (out / "manifest.json").read_bytes() == before
+
+
+def test_a_partial_run_resumes_with_its_previous_manifest(tmp_path):
+    out = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt), lifecycle.run_folder(out, "toy", CONFIG) as run:
+        run.begin(model={"name": "toy"})
+        run.folder.merge_metrics("half", {"x": 1.0})
+        raise KeyboardInterrupt
+    assert manifest(out)["status"] == "running"
+    with lifecycle.run_folder(out, "toy", CONFIG) as run:
+        assert run.state == "resume" and not run.finished
+        assert run.previous is not None and run.previous["status"] == "running"
+        assert run.folder.read_metrics() == {"half": {"x": 1.0}}
+        run.begin(model={"name": "toy"})
+        run.complete()
+    assert manifest(out)["status"] == "complete"
+
+
+def test_another_config_is_refused_and_the_folder_kept(tmp_path):
+    out = tmp_path / "run"
+    write_run(out)
+    before = (out / "manifest.json").read_bytes()
+    with (
+        pytest.raises(GeomlensError, match="different config \\(differs in: contexts\\)"),
+        lifecycle.run_folder(out, "toy", {**CONFIG, "contexts": 9}),
+    ):
+        raise AssertionError("the block never runs")
+    assert (out / "manifest.json").read_bytes() == before
+
+
+def test_a_refused_command_leaves_no_empty_folder(tmp_path):
+    out = tmp_path / "run"
+    with pytest.raises(GeomlensError, match="refused"), lifecycle.run_folder(out, "toy", CONFIG):
+        raise GeomlensError("refused before anything is written.")
+    assert not out.exists()
+
+
+def test_only_finite_metrics_are_marked_complete(tmp_path):
+    out = tmp_path / "run"
+    with (
+        pytest.raises(GeomlensError, match="metrics.json"),
+        lifecycle.run_folder(out, "toy", CONFIG) as run,
+    ):
+        run.begin()
+        (out / "metrics.json").write_text('{"toy": {"x": NaN}}\n')
+        run.complete()
+    assert manifest(out)["status"] == "running"
+
+
+def test_complete_needs_begin(tmp_path):
+    with (
+        pytest.raises(RuntimeError, match="before begin"),
+        lifecycle.run_folder(tmp_path / "run", "toy", CONFIG) as run,
+    ):
+        run.complete()
