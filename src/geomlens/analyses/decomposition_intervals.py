@@ -30,7 +30,6 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import scipy.stats
 
 from geomlens.analyses import position_noise
 from geomlens.analyses.decomposition import Labels, analyse_layer, relative_norms
@@ -207,6 +206,8 @@ def half_sample_interval(
         return [None, None]
     deleted = groups - groups // 2
     se = float(np.sqrt((groups - deleted) / deleted * finite.var()))
+    import scipy.stats  # on first use: 0.5 s to import
+
     quantile = float(scipy.stats.t.ppf(0.975, groups - 1))
     low, high = max(bounds[0], value - quantile * se), min(bounds[1], value + quantile * se)
     return [sig(low), sig(high)]

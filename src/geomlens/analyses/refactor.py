@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import torch
-from transformers.modeling_outputs import BaseModelOutput
 
 from geomlens.analyses.attention_parts import block_scores
 from geomlens.analyses.induction import layer_attention_weights
@@ -34,7 +33,7 @@ from geomlens.capture.hooks import (
 )
 from geomlens.errors import GeomlensError
 from geomlens.models.loading import eager_attention
-from geomlens.models.view import HeadWeights, ModelView
+from geomlens.models.view import HeadWeights, ModelView, encoder_output
 from geomlens.stats.base import StateParts, check_state
 from geomlens.stats.rounding import sig
 
@@ -96,7 +95,7 @@ def record_seq2seq_attention(
         else:
             with torch.inference_mode():
                 out = view.model(
-                    encoder_outputs=BaseModelOutput(last_hidden_state=encoded.to(view.device)),
+                    encoder_outputs=encoder_output(encoded.to(view.device)),
                     decoder_input_ids=decoder_input_ids.to(view.device),
                     use_cache=False,
                     **flags,

@@ -53,7 +53,7 @@ from geomlens.models.facts import check_before_loading
 from geomlens.models.loading import load_configured
 from geomlens.models.view import ModelView
 from geomlens.report.claims import claim_records, published_section
-from geomlens.report.figures import FigureLevel, figure_level
+from geomlens.report.figure_level import FigureLevel, figure_level
 from geomlens.report.registry import command_sections
 from geomlens.stats import DecompositionAccumulator
 from geomlens.stats.decomposition import GROUP_STATE, interval_groups, state_spec

@@ -59,7 +59,8 @@ from geomlens.models.facts import check_before_loading
 from geomlens.models.loading import eager_attention, load_configured
 from geomlens.models.view import ModelView
 from geomlens.report import registry
-from geomlens.report.figures import FigureLevel, deferred_rendering
+from geomlens.report.figure_level import FigureLevel
+from geomlens.report.figures import deferred_rendering
 from geomlens.report.page import write_report
 from geomlens.stats import DecompositionAccumulator
 

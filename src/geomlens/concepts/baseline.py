@@ -29,14 +29,13 @@ from typing import Any
 
 import numpy as np
 import torch
-from transformers.modeling_outputs import BaseModelOutput
 
 from geomlens.concepts.prefix_cache import cached_batch, seq2seq_cached_batch
 from geomlens.concepts.reuse import Reuse, digest, tensor_bytes
 from geomlens.concepts.schemes import LayerRef
 from geomlens.concepts.tasks import TARGET_DELIMITER, Item, Prompt, Task, build_prompt
 from geomlens.errors import GeomlensError
-from geomlens.models.view import ModelView
+from geomlens.models.view import ModelView, encoder_output
 from geomlens.stats.finite import require_finite
 
 BATCH_TOKENS = 2048  # padded tokens per forward pass
@@ -439,7 +438,7 @@ def _seq2seq_batch(view: ModelView, rows: Sequence[Row]) -> list[list[float]]:
     model: Any = view.model
     with torch.inference_mode():
         logits = model(
-            encoder_outputs=BaseModelOutput(last_hidden_state=memory[owner]),
+            encoder_outputs=encoder_output(memory[owner]),
             attention_mask=mask[owner],
             decoder_input_ids=dec.to(view.device),
             use_cache=False,

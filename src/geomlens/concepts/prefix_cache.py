@@ -29,10 +29,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from transformers.modeling_outputs import BaseModelOutput
 
 from geomlens.capture.hooks import recording
-from geomlens.models.view import ModelView
+from geomlens.models.view import ModelView, encoder_output
 
 RowLike = Any  # baseline.Row (imported lazily: baseline imports this module)
 
@@ -234,7 +233,7 @@ def seq2seq_cached_batch(view: ModelView, rows: Sequence[RowLike]) -> list[list[
     key = cache_keyword(model)
     with torch.inference_mode():
         first = model(
-            encoder_outputs=BaseModelOutput(last_hidden_state=memory),
+            encoder_outputs=encoder_output(memory),
             attention_mask=mask,
             decoder_input_ids=start.to(view.device),
             use_cache=True,
@@ -258,7 +257,7 @@ def seq2seq_cached_batch(view: ModelView, rows: Sequence[RowLike]) -> list[list[
     )
     with torch.inference_mode():
         logits = model(
-            encoder_outputs=BaseModelOutput(last_hidden_state=memory[owner]),
+            encoder_outputs=encoder_output(memory[owner]),
             attention_mask=mask[owner],
             decoder_input_ids=dec.to(view.device),
             use_cache=True,

@@ -563,6 +563,16 @@ class ModelView:
         }
 
 
+def encoder_output(memory: torch.Tensor) -> Any:
+    """``memory`` [B, S, d] as the encoder output an encoder-decoder's forward takes.
+
+    Imported on first use: transformers' output classes take about 0.7 s to import, which
+    a command refused before any forward pass should not pay."""
+    from transformers.modeling_outputs import BaseModelOutput
+
+    return BaseModelOutput(last_hidden_state=memory)
+
+
 def linear_in_out(module: Any) -> torch.Tensor:
     """The weight of an ``nn.Linear`` in the row convention: [d_in, d_out]."""
     return module.weight.detach().T

@@ -21,31 +21,17 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from geomlens.io.files import replacing, write_text_atomic
-from geomlens.report.figure_level import FIGURE_LEVELS, FigureLevel
+from geomlens.report.figure_level import current_level
 
 DPI = 100  # PNG resolution: sharp enough to read, quick to render
 
 PLOTLY_JS = "plotly.min.js"
 """The file beside interactive figures that holds plotly.js for all of them."""
 
-_level: ContextVar[str] = ContextVar("geomlens_figure_level", default="all")
-
-
-@contextmanager
-def figure_level(level: FigureLevel) -> Iterator[None]:
-    """Inside, ``save`` and ``save_later`` write only the figures ``level`` asks for."""
-    if level not in FIGURE_LEVELS:
-        raise ValueError(f"figure level {level!r} is not one of {FIGURE_LEVELS}")
-    token = _level.set(level)
-    try:
-        yield
-    finally:
-        _level.reset(token)
-
 
 def drawn(fig: Figure | go.Figure | None = None) -> bool:
     """Whether the current figure level draws ``fig`` (None: whether it draws any figure)."""
-    level = _level.get()
+    level = current_level()
     if fig is None or isinstance(fig, go.Figure):
         return level != "none"
     return level == "all"
