@@ -92,19 +92,16 @@ def checked(func: Callable[P, R]) -> Callable[P, R]:
 
 
 def resolved_hints(func: Callable[..., Any]) -> dict[str, Any]:
-    """The type hints of ``func``'s arguments that resolve at run time (one imported for
-    type checking only is left out, so it is not checked)."""
-    try:
-        return get_type_hints(func)
-    except NameError:
-        pass
-    hints = {}
-    for key, text in func.__annotations__.items():
+    """The type hints of ``func``, with a name imported for type checking only read as
+    ``Any`` (so that argument is not checked)."""
+    unknown: dict[str, Any] = {}
+    while True:
         try:
-            hints[key] = eval(text, func.__globals__) if isinstance(text, str) else text  # noqa: S307
-        except NameError:
-            continue
-    return hints
+            return get_type_hints(func, localns=unknown)
+        except NameError as exc:
+            if exc.name is None or exc.name in unknown:
+                return {}
+            unknown[exc.name] = Any
 
 
 def bounded(func: Callable[P, R]) -> Callable[P, R]:
