@@ -37,6 +37,10 @@ def test_report_says_what_it_is_doing_the_whole_way(report_run: Path) -> None:
         assert any(re.fullmatch(rf"\[{i}/3\] {title}: done in \d+ s", line) for line in lines)
     steps = [m[1] for line in lines if (m := re.fullmatch(r"(  \w+: .+) \(\d+ s\)", line))]
     assert steps == [
+        "  decomposition: both views of every layer",
+        "  decomposition: intervals over contexts",
+        "  decomposition: attention in the positional basis",
+        "  decomposition: induction heads",
         "  sphere: norm statistics and top tokens",
         "  sphere: head probe",
         "  sphere: logit lens and FFN sub-updates",
