@@ -213,6 +213,38 @@ def half_sample_interval(
     return [sig(low), sig(high)]
 
 
+def median_intervals(
+    acc: DecompositionAccumulator,
+    rows: list[dict[str, Any]],
+    per_draw: list[dict[int, dict[str, float]]],
+) -> tuple[dict[str, list[Any]], dict[str, str]]:
+    """Intervals of each number's median over layers, and why a number has none."""
+    medians: dict[str, list[Any]] = {}
+    not_resampled = {} if acc.group_sketch is not None else dict.fromkeys(SKETCHED, NO_SKETCH)
+    for key in RESAMPLED:
+        whole = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
+        drawn = [[d[layer][key] for layer in acc.layers if key in d[layer]] for d in per_draw]
+        if not whole:
+            continue
+        # a draw's median counts only when it has every layer the whole corpus has
+        found = half_sample_interval(
+            statistics.median(whole),
+            [statistics.median(v) if len(v) == len(whole) else None for v in drawn],
+            acc.groups,
+            BOUNDS[key],
+        )
+        if found[0] is not None:
+            medians[key] = found
+        elif key == "incoherence_mean":
+            k = max(int(r.get("incoherence_k") or 0) for r in rows)
+            not_resampled[key] = (
+                f"the median over layers is undefined in most draws: at the whole corpus's k "
+                f"(up to {k}) half of the contexts span fewer dimensions in some layers "
+                "(each layer keeps its interval where it is defined)"
+            )
+    return medians, not_resampled
+
+
 def decomposition_intervals(
     acc: DecompositionAccumulator,
     rows: list[dict[str, Any]],
@@ -262,29 +294,7 @@ def decomposition_intervals(
             for key in RESAMPLED
             if isinstance(row.get(key), (int, float))
         }
-    medians: dict[str, list[Any]] = {}
-    not_resampled = {} if acc.group_sketch is not None else dict.fromkeys(SKETCHED, NO_SKETCH)
-    for key in RESAMPLED:
-        whole = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
-        drawn = [[d[layer][key] for layer in acc.layers if key in d[layer]] for d in per_draw]
-        if not whole:
-            continue
-        # a draw's median counts only when it has every layer the whole corpus has
-        found = half_sample_interval(
-            statistics.median(whole),
-            [statistics.median(v) if len(v) == len(whole) else None for v in drawn],
-            acc.groups,
-            BOUNDS[key],
-        )
-        if found[0] is not None:
-            medians[key] = found
-        elif key == "incoherence_mean":
-            k = max(int(r.get("incoherence_k") or 0) for r in rows)
-            not_resampled[key] = (
-                f"the median over layers is undefined in most draws: at the whole corpus's k "
-                f"(up to {k}) half of the contexts span fewer dimensions in some layers "
-                "(each layer keeps its interval where it is defined)"
-            )
+    medians, not_resampled = median_intervals(acc, rows, per_draw)
     return {
         "method": METHOD,
         "groups": acc.groups,
