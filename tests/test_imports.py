@@ -53,6 +53,24 @@ def test_entry_point_imports_no_heavy_module(entry: str) -> None:
     assert len(modules) <= MAX_NEW_MODULES, f"{entry} imports {len(modules)} modules"
 
 
+DRAWING = ("matplotlib", "plotly", "scipy")
+"""Imported only where a figure is drawn or a statistic needs them, so a command refused
+before its model loads does not pay for them."""
+
+COMMANDS_REFUSING_EARLY = ("walk", "report", "sphere", "decompose")
+"""Commands that refuse a text or a size the model cannot take before loading it."""
+
+
+def test_command_modules_import_no_drawing_library() -> None:
+    """Importing the four command modules (in one fresh interpreter: each costs torch's
+    import) loads no drawing library; a refusal before loading pays for none of them."""
+    code = "".join(f"import geomlens.commands.{c}\n" for c in COMMANDS_REFUSING_EARLY)
+    modules = imported_after(code)
+    assert {f"geomlens.commands.{c}" for c in COMMANDS_REFUSING_EARLY} <= set(modules)
+    drawing = sorted({m.split(".")[0] for m in modules} & set(DRAWING))
+    assert not drawing, f"importing {', '.join(COMMANDS_REFUSING_EARLY)} imports {drawing}"
+
+
 def test_lazy_names_resolve_to_the_functions() -> None:
     """Each lazily imported public name is the object of the module it names."""
     import importlib

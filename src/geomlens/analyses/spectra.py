@@ -14,7 +14,6 @@ import math
 
 import numpy as np
 import numpy.typing as npt
-import scipy.fft
 from screenot.ScreeNOT import computeOptThreshold, createPseudoNoise
 
 Array = npt.NDArray[np.float64]
@@ -154,6 +153,8 @@ def dct_basis(n: int) -> Array:
 
 @functools.lru_cache(maxsize=8)
 def _dct_basis(n: int) -> Array:
+    import scipy.fft
+
     return np.asarray(scipy.fft.dct(np.eye(n), type=2, norm="ortho", axis=1))
 
 
@@ -166,6 +167,8 @@ def gram_dct(gram: Array) -> Array:
     Returns:
         [T', T'] coefficients; entry (k, l) pairs frequency k with frequency l.
     """
+    import scipy.fft
+
     gram = np.asarray(gram, dtype=np.float64)
     return np.asarray(scipy.fft.dctn(gram, type=2, norm="ortho"))
 

@@ -8,15 +8,17 @@ Agg canvas; ``report.figures.save`` writes it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
 
 from geomlens.analyses.spectra import gram_matrix
 from geomlens.report.figures import new_figure, pick_layers
 from geomlens.stats.decomposition import DecompositionStats
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 MODEL_COLOURS = {"model": "#1f77b4", "control": "#ff7f0e"}
 

@@ -7,15 +7,18 @@ Each function takes results and returns a matplotlib ``Figure`` drawn with the A
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
 
 from geomlens.analyses.attention_parts import AttentionParts
 from geomlens.analyses.induction import InductionResult
 from geomlens.analyses.qk_basis import QKBasis
 from geomlens.report.figures import new_figure
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 PART_COLOURS = {
     "pos_pos": "#1f77b4",

@@ -15,8 +15,6 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-import plotly.offline
-
 from geomlens.errors import GeomlensError
 from geomlens.io.files import damaged, replacing, write_text_atomic
 from geomlens.io.runfolder import RERUN, Run, open_run
@@ -154,6 +152,8 @@ def write_csv(path: Path, header: list[str], rows: list[list[Any]]) -> None:
 def write_compare(paths: list[str | Path], out: str | Path) -> Path:
     """Write compare.html, compare.csv (every layer) and compare_claims.csv into ``out``;
     return the HTML path."""
+    import plotly.offline
+
     runs = load_runs(paths)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -9,13 +9,14 @@ reading the text, one at chance and one where the choices alone (no context) lan
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.figure import Figure
-from matplotlib.patches import Patch
 
 from geomlens.report.figures import new_figure
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 MAX_BARS = 30
 
@@ -43,6 +44,8 @@ def schemes_bar(
         key: the summary entry drawn.
         max_bars: at most this many schemes (the best).
     """
+    from matplotlib.patches import Patch
+
     rows = [r for r in results if r["summary"].get(key) is not None][:max_bars]
     n = max(1, len(rows))
     fig = new_figure(9.0, 1.2 + 0.28 * n)

@@ -9,22 +9,19 @@ Every title says whether position 0 was skipped.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-import plotly.graph_objects as go
-import scipy.linalg
-from matplotlib import colormaps
-from matplotlib.cm import ScalarMappable
-from matplotlib.colors import Normalize
-from matplotlib.figure import Figure
-from matplotlib.patches import Rectangle
-from plotly.subplots import make_subplots
 
 from geomlens.analyses.decomposition import LayerDecomposition
 from geomlens.analyses.spectra import gram_dct, gram_matrix, n_low_frequencies
 from geomlens.report.figures import new_figure, pick_layers
 from geomlens.stats.decomposition import DecompositionStats
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+    from matplotlib.figure import Figure
 
 Array = npt.NDArray[np.float64]
 
@@ -66,6 +63,8 @@ def top_principal_coordinates(x: Array, k: int) -> Array:
         x: [n, d] matrix.
         k: number of axes (at most min(n, d) are returned).
     """
+    import scipy.linalg
+
     n, d = x.shape
     k = min(k, n, d)
     if k == 0:
@@ -132,6 +131,10 @@ def spectra_figure(results: Sequence[LayerDecomposition]) -> Figure:
     Args:
         results: one result per layer.
     """
+    from matplotlib import colormaps
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
+
     fig = new_figure(6.0, 4.0)
     ax = fig.add_subplot()
     layers = [r.layer for r in results]
@@ -184,6 +187,9 @@ def spiral_figure_interactive(
         layers: layers to show (default: up to ``max_panels`` spread evenly).
         max_panels: most panels when ``layers`` is None.
     """
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
     chosen, nrows, ncols = _panels(stats, layers, max_panels)
     fig = make_subplots(
         rows=nrows,
@@ -241,6 +247,8 @@ def gram_figure(
         max_panels: most layers when ``layers`` is None.
         n_freq: frequencies shown in the DCT panel.
     """
+    from matplotlib.patches import Rectangle
+
     chosen = _select(stats, layers, max_panels)
     fig = new_figure(3.2 * len(chosen), 6.2)
     for i, s in enumerate(chosen):
@@ -293,6 +301,8 @@ def context_figure(
         layers: layers to show (default: up to ``max_panels`` spread evenly).
         max_panels: most layers when ``layers`` is None.
     """
+    from matplotlib import colormaps
+
     chosen = _select(stats, layers, max_panels)
     fig = new_figure(3.4 * len(chosen) + 1.2, 3.4)
     names: npt.NDArray[np.generic]

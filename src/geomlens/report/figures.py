@@ -13,15 +13,16 @@ from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
-import plotly.graph_objects as go
-import plotly.offline
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 from geomlens.io.files import replacing, write_text_atomic
 from geomlens.report.figure_level import current_level
+
+if TYPE_CHECKING:  # imported where a figure is drawn: a refused command never loads them
+    import plotly.graph_objects as go
+    from matplotlib.figure import Figure
 
 DPI = 100  # PNG resolution: sharp enough to read, quick to render
 
@@ -32,13 +33,20 @@ PLOTLY_JS = "plotly.min.js"
 def drawn(fig: Figure | go.Figure | None = None) -> bool:
     """Whether the current figure level draws ``fig`` (None: whether it draws any figure)."""
     level = current_level()
-    if fig is None or isinstance(fig, go.Figure):
+    if fig is None:
+        return level != "none"
+    import plotly.graph_objects as go
+
+    if isinstance(fig, go.Figure):
         return level != "none"
     return level == "all"
 
 
 def new_figure(width: float, height: float) -> Figure:
     """A matplotlib figure (inches) with constrained layout on the Agg canvas."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(fig)
     return fig
@@ -76,6 +84,9 @@ def save(fig: Figure | go.Figure, path: str | Path, dpi: int = DPI) -> Path:
     Returns:
         The path written (or that would have been).
     """
+    import plotly.graph_objects as go
+    import plotly.offline
+
     path = Path(path)
     if not drawn(fig):
         return path
@@ -99,7 +110,7 @@ def save(fig: Figure | go.Figure, path: str | Path, dpi: int = DPI) -> Path:
     return path
 
 
-Figures = Sequence[tuple[Figure | go.Figure, str | Path]]
+Figures: TypeAlias = "Sequence[tuple[Figure | go.Figure, str | Path]]"
 
 
 def _save_each(figures: Figures) -> None:

@@ -7,10 +7,10 @@ that the page embeds as JSON; nothing here computes a statistic.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import plotly.graph_objects as go
-from plotly.colors import sample_colorscale
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 SHARE_COLOURS = {"share_pos": "#1f77b4", "share_ctx": "#ff7f0e", "share_resid": "#bbbbbb"}
 PART_COLOURS = ("#1f77b4", "#9467bd", "#2ca02c", "#ff7f0e", "#bbbbbb")
@@ -38,6 +38,8 @@ def _layout(title: str, xaxis: str, yaxis: str, **extra: Any) -> dict[str, Any]:
 
 def shares(views: Sequence[tuple[str, Sequence[dict[str, Any]]]]) -> dict[str, Any]:
     """Stacked variance shares per layer, one group of bars per view of position 0."""
+    import plotly.graph_objects as go
+
     fig = go.Figure()
     for v, (view_name, rows) in enumerate(views):
         layers = [str(r["layer"]) for r in rows]
@@ -100,6 +102,8 @@ def per_layer(
 ) -> dict[str, Any]:
     """One line per key over layers, with 95% intervals as error bars where given
     (``intervals``: layer -> key -> [low, high])."""
+    import plotly.graph_objects as go
+
     fig = go.Figure()
     for key in keys:
         fig.add_scatter(
@@ -117,6 +121,9 @@ def per_layer(
 
 def spectra(spectra_by_layer: dict[str, Sequence[float]], title: str) -> dict[str, Any]:
     """Singular values of the positional part, one line per layer, log scale."""
+    import plotly.graph_objects as go
+    from plotly.colors import sample_colorscale
+
     fig = go.Figure()
     ordered = sorted(spectra_by_layer.items(), key=lambda kv: int(kv[0]))
     colours = sample_colorscale("Viridis", max(len(ordered), 2))
@@ -137,6 +144,8 @@ def spectra(spectra_by_layer: dict[str, Sequence[float]], title: str) -> dict[st
 
 def attention_parts(blocks: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Each logit part's share of variance per head, stacked, one group of bars per block."""
+    import plotly.graph_objects as go
+
     fig = go.Figure()
     for b, block in enumerate(blocks):
         heads = [f"b{block['layer']}h{h}" for h in range(len(block["share"]))]
@@ -164,6 +173,8 @@ def bars(
     errors: Sequence[tuple[float, float]] | None = None,
 ) -> dict[str, Any]:
     """Plain bars, with optional [low, high] error bars."""
+    import plotly.graph_objects as go
+
     fig = go.Figure()
     error_y = None
     if errors is not None:

@@ -16,8 +16,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import plotly.offline
-
 from geomlens.io.files import write_text_atomic
 from geomlens.io.runfolder import Run, open_run
 from geomlens.io.stored import RECORD
@@ -98,6 +96,8 @@ the tables, readings and static figures remain), then draws every figure."""
 @functools.cache
 def packed_plotly() -> str:
     """plotly.js, gzip-compressed, as base64 (computed once per process)."""
+    import plotly.offline
+
     return packed(plotly.offline.get_plotlyjs())
 
 

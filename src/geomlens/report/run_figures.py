@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
-
-import plotly.graph_objects as go
-import plotly.io
+from typing import TYPE_CHECKING, Any
 
 from geomlens.report import interactive
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 SAVED = {
     "spiral": "decomposition_spiral",
@@ -43,6 +43,8 @@ def skip_first_rows(dec: dict[str, Any]) -> list[dict[str, Any]]:
 
 def capture_figures(capture: dict[str, Any]) -> dict[str, go.Figure]:
     """Variance shares per layer, both views of position 0, from the capture's numbers."""
+    import plotly.graph_objects as go
+
     views = []
     for skip in (False, True):
         suffix = "_skip_first" if skip else ""
@@ -56,6 +58,8 @@ def capture_figures(capture: dict[str, Any]) -> dict[str, go.Figure]:
 
 def decomposition_figures(folder: Path, dec: dict[str, Any]) -> dict[str, go.Figure]:
     """Shares (both views), ranks, geometry and spectra of the decomposition."""
+    import plotly.graph_objects as go
+
     views = [
         (view_name(dec["skip_first"]), dec["layers"]),
         (view_name(dec["other_view"]["skip_first"]), dec["other_view"]["layers"]),
@@ -94,6 +98,8 @@ def decomposition_figures(folder: Path, dec: dict[str, Any]) -> dict[str, go.Fig
 
 def concepts_figures(concepts: dict[str, Any]) -> dict[str, go.Figure]:
     """Each scheme's accuracy over the baseline's, best first, with 95% intervals."""
+    import plotly.graph_objects as go
+
     headline = concepts.get("headline", "normalised_vs_acc")
     ranking, schemes = concepts.get("ranking") or [], concepts.get("schemes") or {}
     if not ranking:
@@ -111,6 +117,8 @@ def concepts_figures(concepts: dict[str, Any]) -> dict[str, go.Figure]:
 
 def walk_figures(walk: dict[str, Any]) -> dict[str, go.Figure]:
     """Mean cosine similarity between positions per layer."""
+    import plotly.graph_objects as go
+
     rows = walk["similarity"]["layers"]
     keys = ["mean_cos", "mean_cos_adjacent", "section_contrast"]
     present = [k for k in keys if any(k in r for r in rows)]
@@ -120,6 +128,8 @@ def walk_figures(walk: dict[str, Any]) -> dict[str, go.Figure]:
 
 def saved_figures(folder: Path) -> dict[str, go.Figure]:
     """The figures the analyses saved as plotly JSON."""
+    import plotly.io
+
     found = {}
     for name, stem in SAVED.items():
         path = folder / "figures" / f"{stem}.plotly.json"
@@ -143,6 +153,8 @@ def decomposition_run_figures(folder: Path, metrics: dict[str, Any]) -> dict[str
 
 def attention_run_figures(folder: Path, metrics: dict[str, Any]) -> dict[str, go.Figure]:
     """Where the model's attention splits (``attention_parts``)."""
+    import plotly.graph_objects as go
+
     attention = metrics.get("attention") or {}
     if not attention.get("parts"):
         return {}

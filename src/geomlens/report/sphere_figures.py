@@ -8,19 +8,19 @@ decomposition figures) writes them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-import plotly.graph_objects as go
-from matplotlib import colormaps
-from matplotlib.colors import LogNorm
-from matplotlib.figure import Figure
 
 from geomlens.analyses.head_probe import HeadProbe
 from geomlens.analyses.lens import Trajectory, TrajectoryMap
 from geomlens.analyses.sphere import TopTokens
 from geomlens.report.figures import new_figure, save
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+    from matplotlib.figure import Figure
 
 __all__ = [
     "cosine_figure",
@@ -168,6 +168,9 @@ def self_attention_figure(probe: HeadProbe) -> Figure:
 
 def lens_figure(traj: Trajectory) -> Figure:
     """Logit lens: next-token rank per layer and position, labelled with the top-1 token."""
+    from matplotlib import colormaps
+    from matplotlib.colors import LogNorm
+
     T = len(traj.tokens)
     ranks = np.array(
         [[np.nan if r is None else r for r in row] for row in traj.next_rank], dtype=float
@@ -203,6 +206,8 @@ def _labels(ids: Array, tokens: Sequence[str]) -> list[str]:
 
 def trajectory_figure_3d(m: TrajectoryMap, traj: Trajectory, tokens: Sequence[str]) -> go.Figure:
     """Interactive 3-D UMAP: vocabulary points and each prompt position's path up the layers."""
+    import plotly.graph_objects as go
+
     fig = go.Figure()
     xy = m.token_xy
     fig.add_trace(
@@ -241,6 +246,8 @@ def trajectory_figure_3d(m: TrajectoryMap, traj: Trajectory, tokens: Sequence[st
 
 def trajectory_figure_2d(m: TrajectoryMap, traj: Trajectory, tokens: Sequence[str]) -> Figure:
     """Static 2-D view of the trajectories: the first two axes of a UMAP (2 or 3 axes)."""
+    from matplotlib import colormaps
+
     fig = new_figure(7.5, 6)
     ax = fig.subplots()
     ax.scatter(m.token_xy[:, 0], m.token_xy[:, 1], s=2, c="#cccccc", label="vocabulary sample")

@@ -7,18 +7,19 @@ for the interactive similarity maps); ``geomlens.report.figures.save`` writes th
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import plotly.graph_objects as go
-from matplotlib import colormaps
-from matplotlib.figure import Figure
 
 from geomlens.analyses.kernels import BiasKernel, EmpiricalKernel
 from geomlens.analyses.refactor import RefactorResult
 from geomlens.analyses.similarity import SimilarityMaps
 from geomlens.analyses.walks import EncodingWalk, WalkProjection
 from geomlens.report.figures import new_figure, pick_layers
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+    from matplotlib.figure import Figure
 
 MAX_INTERACTIVE_LAYERS = 12
 """Cosine maps: up to 12 layers, stored as int16 thousandths."""
@@ -68,6 +69,8 @@ def similarity_interactive(
     Up to ``MAX_INTERACTIVE_LAYERS`` layers (evenly spread) keep the file small; every
     layer is in similarity.safetensors.
     """
+    import plotly.graph_objects as go
+
     cos = metric == "cos"
     idx = _pick(maps.layer_names, MAX_INTERACTIVE_LAYERS if cos else MAX_DOT_LAYERS)
     axis = [f"{t}: {s}" for t, s in enumerate(labels)]
@@ -199,6 +202,8 @@ def kernels_figure(
     ``attention`` names the kernel ("main", "encoder", "decoder" or "cross"); the
     cross-attention's kernel is drawn at every offset (both signs), the others at delta >= 0.
     """
+    from matplotlib import colormaps
+
     n = 3 if biases else 2
     fig = new_figure(4.2 * n, 3.6)
     axes = fig.subplots(1, n)

@@ -12,7 +12,6 @@ refused with one sentence.
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse.linalg
 
 from geomlens.errors import NonFiniteResult
 
@@ -27,6 +26,8 @@ def top_eigenvalue(m: np.ndarray, what: str = "the matrix") -> float:
     Raises:
         NonFiniteResult: when ``m`` holds NaN or infinite entries (``what`` names it).
     """
+    import scipy.sparse.linalg
+
     if not np.isfinite(m).all():
         raise NonFiniteResult(f"{what} holds NaN or infinite values, so it has no eigenvalues.")
     n = m.shape[0]
