@@ -503,12 +503,21 @@ TERMINATED = textwrap.dedent(
 )
 
 
+def default_signal_actions() -> None:
+    """In the child: SIGTERM and SIGHUP end the process (the test runner may ignore them)."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("name", ["SIGTERM", "SIGHUP"])
 def test_a_temporary_file_is_removed_when_a_signal_ends_the_process(name, tmp_path):
     target = tmp_path / "report.html"
     target.write_text("before")
     done = subprocess.run(
-        [sys.executable, "-c", TERMINATED, str(target), name], capture_output=True, timeout=60
+        [sys.executable, "-c", TERMINATED, str(target), name],
+        capture_output=True,
+        timeout=60,
+        preexec_fn=default_signal_actions,  # under nohup SIGHUP is ignored, and stays so
     )
     assert done.returncode == -getattr(signal, name)  # still ended by the signal
     assert [p.name for p in tmp_path.iterdir()] == ["report.html"]
