@@ -458,7 +458,7 @@ def test_target_logprobs_in_row_chunks_equal_the_whole_head(monkeypatch):
     round a product of 7 rows differently from one of 100."""
     from types import SimpleNamespace
 
-    import geomlens.concepts.baseline as baseline
+    import geomlens.concepts.rows as rows
 
     g = torch.Generator().manual_seed(0)
     vocab, d = 5000, 16
@@ -471,9 +471,9 @@ def test_target_logprobs_in_row_chunks_equal_the_whole_head(monkeypatch):
     hidden = torch.randn(100, d, generator=g)
     targets = torch.randint(0, vocab, (100,), generator=g)
     with torch.no_grad():
-        whole = baseline.head_logprobs(view, hidden).gather(1, targets[:, None])[:, 0].double()
-        monkeypatch.setattr(baseline, "LOGIT_BYTES", 4 * vocab * 7)  # 7 rows a chunk
-        chunked = baseline.target_logprobs(view, hidden, targets)
+        whole = rows.head_logprobs(view, hidden).gather(1, targets[:, None])[:, 0].double()
+        monkeypatch.setattr(rows, "LOGIT_BYTES", 4 * vocab * 7)  # 7 rows a chunk
+        chunked = rows.target_logprobs(view, hidden, targets)
         torch.testing.assert_close(chunked, whole, rtol=1e-6, atol=1e-5)
 
 

@@ -30,60 +30,36 @@ from typing import Any
 import numpy as np
 import torch
 
+from geomlens.concepts.encode import context_recorder
 from geomlens.concepts.prefix_cache import cached_batch, seq2seq_cached_batch
 from geomlens.concepts.reuse import Reuse, digest, tensor_bytes
+from geomlens.concepts.rows import (
+    BATCH_TOKENS,
+    Encoded,
+    Row,
+    batches,
+    embed_ids,
+    encoder_memory,
+    pad_token,
+    prefix_token,
+    prefix_vectors,
+    target_logprobs,
+)
+from geomlens.concepts.rows import (
+    MAX_ROWS as MAX_ROWS,
+)
+from geomlens.concepts.rows import (
+    head_logprobs as head_logprobs,
+)
 from geomlens.concepts.schemes import LayerRef
 from geomlens.concepts.tasks import TARGET_DELIMITER, Item, Prompt, Task, build_prompt
 from geomlens.errors import GeomlensError
 from geomlens.models.view import ModelView, encoder_output
 from geomlens.stats.finite import require_finite
 
-BATCH_TOKENS = 2048  # padded tokens per forward pass
-MAX_ROWS = 64
 PACK_TOLERANCE = 1e-3
 _PACKING: dict[int, bool] = {}
 FEEDS = ("encoder", "decoder")  # where an encoder-decoder reads the concept vectors
-
-
-@dataclass(frozen=True)
-class Encoded:
-    """One item's requests as tokens.
-
-    Attributes:
-        context: context token ids (one beginning-of-text token if empty, as lm-eval).
-        continuations: one tuple of token ids per choice.
-        context_text: the context string as tokenised (trailing whitespace removed).
-    """
-
-    context: tuple[int, ...]
-    continuations: tuple[tuple[int, ...], ...]
-    context_text: str
-
-
-@dataclass(frozen=True)
-class Row:
-    """One packed row: a prefix (ids [L] or vectors [L, d]) and the continuations scored.
-
-    ``encoder_output`` (encoder-decoders only): the prefix vectors are what the decoder
-    cross-attends to (the encoder is skipped), not the encoder's input.
-    """
-
-    prefix: torch.Tensor
-    continuations: tuple[tuple[int, ...], ...]
-    encoder_output: bool = False
-
-    @property
-    def n_prefix(self) -> int:
-        return int(self.prefix.shape[0])
-
-    @property
-    def is_ids(self) -> bool:
-        """Whether the prefix is token ids (else vectors)."""
-        return self.prefix.dtype in (torch.long, torch.int32, torch.int64)
-
-    @property
-    def n_packed(self) -> int:
-        return self.n_prefix + sum(len(c) - 1 for c in self.continuations)
 
 
 def check_decoder(view: ModelView) -> None:
@@ -112,21 +88,6 @@ def check_feed(view: ModelView, feed: str) -> None:
 
 def tokenize(view: ModelView, text: str) -> list[int]:
     return list(view.tokenizer(text, add_special_tokens=False)["input_ids"])
-
-
-def pad_token(view: ModelView) -> int:
-    """The id that right-pads a batch (never read by the tokens scored): the prefix token,
-    or 0 for a model loaded without a tokenizer."""
-    return 0 if view.tokenizer is None else prefix_token(view)
-
-
-def prefix_token(view: ModelView) -> int:
-    """The token an empty context is replaced by (beginning of text, else end of text)."""
-    tok = view.tokenizer
-    token = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
-    if token is None:
-        raise GeomlensError(f"{view.name}'s tokenizer has no token to stand for an empty context.")
-    return int(token)
 
 
 def encode_requests(view: ModelView, context: str, continuations: Sequence[str]) -> Encoded:
@@ -203,59 +164,11 @@ def encode_item(view: ModelView, context: str, choices: Sequence[str]) -> Encode
     return encode_requests(view, context, [TARGET_DELIMITER + c for c in choices])
 
 
-def embed_ids(view: ModelView, ids: torch.Tensor) -> torch.Tensor:
-    """The model's own input embedding of token ids (any scale it applies included)."""
-    with torch.inference_mode():
-        model: Any = view.model
-        embedding = model.get_input_embeddings()
-        return embedding(ids.to(view.device))
-
-
-def head_logprobs(view: ModelView, hidden: torch.Tensor) -> torch.Tensor:
-    """Log-probabilities of the next token from final hidden states [M, d] -> [M, vocab]."""
-    model: Any = view.model
-    head = model.get_output_embeddings()
-    logits = head(hidden).float()
-    cap = getattr(view.config, "final_logit_softcapping", None)
-    if cap:
-        logits = torch.tanh(logits / cap) * cap
-    return torch.log_softmax(logits, dim=-1)
-
-
-LOGIT_BYTES = 64 * 2**20
-"""Float32 logits held at once when scoring targets: rows go through the head in chunks."""
-
-
-def target_logprobs(view: ModelView, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """log p(target) of each row: final hidden states [M, d], target ids [M] -> [M] float64.
-
-    The same numbers as ``head_logprobs(...).gather`` row by row (log-softmax is per row),
-    with at most ``LOGIT_BYTES`` of [rows, vocab] logits alive: a 262k vocabulary (Gemma 3)
-    times a batch's few hundred target tokens would otherwise hold about a gigabyte twice.
-    """
-    vocab = int(view.W_E.shape[0])
-    rows = max(1, LOGIT_BYTES // (4 * vocab))
-    out = [
-        head_logprobs(view, hidden[i : i + rows])
-        .gather(1, targets[i : i + rows, None].to(hidden.device))[:, 0]
-        .double()
-        .cpu()
-        for i in range(0, hidden.shape[0], rows)
-    ]
-    return torch.cat(out) if out else torch.zeros(0, dtype=torch.float64)
-
-
 def _last_hidden(view: ModelView, embeds: torch.Tensor, mask: torch.Tensor, pos: Any) -> Any:
     kwargs: dict[str, Any] = {"inputs_embeds": embeds, "attention_mask": mask, "use_cache": False}
     if pos is not None:
         kwargs["position_ids"] = pos
     return view.base(**kwargs).last_hidden_state
-
-
-def _prefix_embeds(view: ModelView, row: Row) -> torch.Tensor:
-    if row.is_ids:
-        return embed_ids(view, row.prefix)
-    return row.prefix.to(view.device, dtype=view.W_E.dtype)
 
 
 def _packed_batch(view: ModelView, rows: Sequence[Row]) -> list[list[float]]:
@@ -269,7 +182,7 @@ def _packed_batch(view: ModelView, rows: Sequence[Row]) -> list[list[float]]:
     targets: list[tuple[int, int, int, int]] = []  # row, position, token, choice
     for b, row in enumerate(rows):
         p = row.n_prefix
-        embeds[b, :p] = _prefix_embeds(view, row)
+        embeds[b, :p] = prefix_vectors(view, row)
         block[b, :p] = 0
         pos[b, :p] = torch.arange(p)
         at = p
@@ -305,7 +218,7 @@ def _plain_batch(view: ModelView, rows: Sequence[Row]) -> list[list[float]]:
     """Score each (prefix, continuation) as its own right-padded sequence."""
     seqs: list[tuple[int, int, torch.Tensor, tuple[int, ...]]] = []
     for b, row in enumerate(rows):
-        pre = _prefix_embeds(view, row)
+        pre = prefix_vectors(view, row)
         for j, cont in enumerate(row.continuations):
             tail = embed_ids(view, torch.tensor(cont[:-1], dtype=torch.long))
             seqs.append((b, j, torch.cat([pre, tail]), cont))
@@ -400,27 +313,6 @@ def packing_works(view: ModelView, row: Row) -> bool:
     return scoring_mode(view, row) != "plain"
 
 
-def encoder_memory(view: ModelView, rows: Sequence[Row]) -> tuple[torch.Tensor, torch.Tensor]:
-    """What the decoder cross-attends to for each row: [B, L, d] vectors and a [B, L] mask.
-
-    A row of ids or input vectors goes through the encoder (right-padded, masked); a row
-    marked ``encoder_output`` is taken as it is.
-    """
-    length = max(r.n_prefix for r in rows)
-    memory = torch.zeros(len(rows), length, view.d_model, dtype=view.W_E.dtype, device=view.device)
-    mask = torch.zeros(len(rows), length, dtype=torch.long, device=view.device)
-    for b, row in enumerate(rows):
-        memory[b, : row.n_prefix] = _prefix_embeds(view, row)
-        mask[b, : row.n_prefix] = 1
-    todo = [b for b, r in enumerate(rows) if not r.encoder_output]
-    if todo:
-        model: Any = view.model
-        with torch.inference_mode():
-            out = model.get_encoder()(inputs_embeds=memory[todo], attention_mask=mask[todo])
-        memory[todo] = out.last_hidden_state.to(memory.dtype)
-    return memory, mask
-
-
 def _seq2seq_batch(view: ModelView, rows: Sequence[Row]) -> list[list[float]]:
     """Score rows on an encoder-decoder: the encoder once per row, the decoder per choice.
 
@@ -456,26 +348,13 @@ def _seq2seq_size(row: Row) -> int:
     return row.n_prefix + len(row.continuations) * max(len(c) for c in row.continuations)
 
 
-def batches(sizes: Sequence[int], budget: int, max_rows: int = MAX_ROWS) -> list[list[int]]:
-    """Row indices grouped longest first so that rows x longest <= budget (one row at least)."""
-    order = sorted(range(len(sizes)), key=lambda i: (-sizes[i], i))
-    groups: list[list[int]] = []
-    for i in order:
-        last = groups[-1] if groups else None
-        if last and len(last) < max_rows and (len(last) + 1) * sizes[last[0]] <= budget:
-            last.append(i)
-        else:
-            groups.append([i])
-    return groups
-
-
 def rows_key(view: ModelView, rows: Sequence[Row], mode: str, batch_tokens: int) -> bytes:
     """The digest of what ``score_rows`` computes: every row's prefix as the vectors the
     model reads (ids through its embedding: a row of ids and a row of their embeddings are
     the same computation), the continuations, the scoring mode and the batch budget."""
     parts: list[bytes | str] = [mode, str(batch_tokens)]
     for row in rows:
-        vectors = _prefix_embeds(view, row) if row.is_ids else row.prefix
+        vectors = prefix_vectors(view, row) if row.is_ids else row.prefix
         parts += [tensor_bytes(vectors.to(view.W_E.dtype)), str(row.encoder_output)]
         parts.append(";".join(",".join(map(str, c)) for c in row.continuations))
     return digest(parts)
@@ -662,8 +541,6 @@ def baseline_scores(
     these layers, as ``encode.layer_vectors`` computes them for the ``concat_*`` schemes
     (which then need no pass of their own).
     """
-    from geomlens.concepts.encode import context_recorder
-
     out: list[ChoiceScores] = []
     for run in item_chunks(len(prepared)):
         chunk = [prepared[i] for i in run]

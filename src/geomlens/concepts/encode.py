@@ -26,8 +26,8 @@ from geomlens.concepts.aggregate import (
     normalise,
     word_aggregate,
 )
-from geomlens.concepts.baseline import BATCH_TOKENS, Encoded, batches, embed_ids, pad_token
 from geomlens.concepts.reuse import Reuse, sequences_key
+from geomlens.concepts.rows import BATCH_TOKENS, Encoded, batches, embed_ids, pad_token
 from geomlens.concepts.schemes import LayerRef, Scheme
 from geomlens.concepts.tasks import FEWSHOT_DELIMITER
 from geomlens.errors import GeomlensError

@@ -31,9 +31,8 @@ from typing import Any
 import torch
 
 from geomlens.capture.hooks import recording
+from geomlens.concepts.rows import Row, embed_ids, encoder_memory, target_logprobs
 from geomlens.models.view import ModelView, encoder_output
-
-RowLike = Any  # baseline.Row (imported lazily: baseline imports this module)
 
 
 def cache_keyword(module: torch.nn.Module) -> str:
@@ -66,16 +65,12 @@ def dynamic_cache(tensors: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> Any:
 
 def pad_embedding(view: ModelView, pad: int) -> torch.Tensor:
     """The model's input embedding [d] of the padding token."""
-    from geomlens.concepts.baseline import embed_ids
-
     return embed_ids(view, torch.tensor([pad], dtype=torch.long))[0]
 
 
-def prefix_embeds(view: ModelView, rows: Sequence[RowLike], pad: int) -> torch.Tensor:
+def prefix_embeds(view: ModelView, rows: Sequence[Row], pad: int) -> torch.Tensor:
     """[B, P, d] every row's prefix as input vectors, right-padded with the padding token's
     embedding (rows of ids: exactly what the model's own embedding of the padded ids is)."""
-    from geomlens.concepts.baseline import embed_ids
-
     width = max(r.n_prefix for r in rows)
     if all(r.is_ids for r in rows):
         ids = torch.full((len(rows), width), pad, dtype=torch.long)
@@ -93,7 +88,7 @@ def prefix_embeds(view: ModelView, rows: Sequence[RowLike], pad: int) -> torch.T
 
 def prefix_pass(
     view: ModelView,
-    rows: Sequence[RowLike],
+    rows: Sequence[Row],
     pad: int,
     layers: Sequence[int] = (),
     keep_cache: bool = True,
@@ -131,10 +126,8 @@ class ChoiceBlock:
     targets: list[tuple[int, int, int, int]]
 
 
-def choice_block(view: ModelView, rows: Sequence[RowLike], width: int, pad: int) -> ChoiceBlock:
+def choice_block(view: ModelView, rows: Sequence[Row], width: int, pad: int) -> ChoiceBlock:
     """The packed continuation tokens of ``rows`` against a prefix cache ``width`` wide."""
-    from geomlens.concepts.baseline import embed_ids
-
     dtype = view.W_E.dtype
     q_len = max(1, max(sum(len(c) - 1 for c in r.continuations) for r in rows))
     ids = torch.full((len(rows), q_len), pad, dtype=torch.long)
@@ -169,7 +162,7 @@ def choice_block(view: ModelView, rows: Sequence[RowLike], width: int, pad: int)
 
 def cached_batch(
     view: ModelView,
-    rows: Sequence[RowLike],
+    rows: Sequence[Row],
     pad: int,
     layers: Sequence[int] = (),
     on_record: Callable[[dict[int, torch.Tensor]], None] | None = None,
@@ -178,8 +171,6 @@ def cached_batch(
 
     ``on_record`` receives the prefix pass's hidden states at ``layers`` (layer -> [B, P, d]).
     """
-    from geomlens.concepts.baseline import target_logprobs
-
     needs_choices = any(len(c) > 1 for r in rows for c in r.continuations)
     final, cache, record = prefix_pass(view, rows, pad, layers, keep_cache=needs_choices)
     if on_record is not None:
@@ -219,13 +210,11 @@ def _index_cache(
     return [(k[owner], v[owner]) for k, v in tensors]
 
 
-def seq2seq_cached_batch(view: ModelView, rows: Sequence[RowLike]) -> list[list[float]]:
+def seq2seq_cached_batch(view: ModelView, rows: Sequence[Row]) -> list[list[float]]:
     """Score rows on an encoder-decoder: the encoder and the decoder's start token once per
     row (its self-attention cache and the cross-attention's keys and values kept), then
     every choice's tokens against a copy of its row's cache."""
     from transformers import EncoderDecoderCache
-
-    from geomlens.concepts.baseline import encoder_memory
 
     model: Any = view.model
     memory, mask = encoder_memory(view, rows)

@@ -8,7 +8,7 @@ from geomlens.capture.capture import capture_windows
 from geomlens.engines.threads import torch_threads
 
 if TYPE_CHECKING:
-    from geomlens.engines import CaptureJob, EngineConfig
+    from geomlens.engines.job import CaptureJob, EngineConfig
     from geomlens.stats import DecompositionAccumulator
 
 

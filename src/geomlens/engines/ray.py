@@ -32,6 +32,7 @@ from geomlens.capture.capture import resolve_layers
 from geomlens.capture.interrupt import stop_at_batch_boundary
 from geomlens.capture.taps import Taps
 from geomlens.engines.merge import merge_shards
+from geomlens.engines.ray_import import require_ray
 from geomlens.engines.shards import (
     Shard,
     ShardResult,
@@ -48,22 +49,11 @@ from geomlens.stats.decomposition import interval_groups
 
 if TYPE_CHECKING:
     from geomlens.corpus import Windows
-    from geomlens.engines import CaptureJob, EngineConfig
+    from geomlens.engines.job import CaptureJob, EngineConfig
     from geomlens.io.runfolder import RunFolder
 
-INSTALL_HINT = "--engine ray needs Ray: pip install 'geomlens[ray]'"
 #: accumulator states larger than this travel as several rows (Arrow binary cells stay small)
 CHUNK_BYTES = 1 << 28
-
-
-def require_ray() -> Any:
-    """Import Ray (with Ray Data), or say in one sentence how to install it."""
-    try:
-        import ray
-        import ray.data  # noqa: F401
-    except ImportError:
-        raise GeomlensError(INSTALL_HINT + ".") from None
-    return ray
 
 
 class ShardWorker:
