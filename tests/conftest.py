@@ -1,5 +1,6 @@
 """Shared fixtures: each real model is loaded once per test session; the BIG-bench tasks
-the concept tests read are found (or built once) before any test module is collected."""
+the concept tests read are found (or built once) before any test module is collected.
+Under pytest-xdist each worker computes on its share of the cores (see ``worker_threads``)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,34 @@ import fcntl
 import os
 from pathlib import Path
 
-import platformdirs
-import pytest
-from tiny_models import gemma3, gpt2, t5, t5_relu  # noqa: F401 (tiny model fixtures, module-scoped)
 
-from geomlens.models import ModelView, load_model
+def worker_threads() -> int | None:
+    """Threads for each of pytest-xdist's workers: the cores divided among them (None when
+    not running under xdist). torch and OpenMP default to one thread per core in every
+    process, so two workers on two cores ran four busy threads, and the waits of OpenMP
+    threads that find no free core made CPU-bound tests several times slower."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers < 2:
+        return None
+    affinity = getattr(os, "sched_getaffinity", None)  # Linux; elsewhere every core
+    cores = len(affinity(0)) if affinity else os.cpu_count() or 1
+    return max(1, cores // workers)
+
+
+THREADS = worker_threads()
+if THREADS is not None:  # before torch is imported; subprocesses (CLI, kernels) inherit it
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(name, str(THREADS))
+
+import platformdirs  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from tiny_models import gemma3, gpt2, t5, t5_relu  # noqa: E402, F401 (tiny model fixtures, module-scoped)
+
+from geomlens.models import ModelView, load_model  # noqa: E402
+
+if THREADS is not None:
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
 def task_data() -> Path:
