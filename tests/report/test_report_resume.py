@@ -1,12 +1,12 @@
 """The report resumes from its finished stages to the metrics of an uninterrupted run.
 
-Two ways of stopping it: interrupted in this process (KeyboardInterrupt as the walk stage
-starts) and killed with SIGKILL in a subprocess, once in the middle of the sphere stage and
-again in the middle of the walk stage (the later stages' statistics were filled by the
-capture, see capture/taps.py). Both resumed runs draw no figures; they end with the same
-metrics.json, byte for byte, and equal the uninterrupted ``minilm_report`` (which draws
-them) in every number: only the record of the UMAP map, which is drawn only for figures,
-differs.
+One run folder is stopped three times, in three ways, each at another stage: killed with
+SIGKILL in a subprocess in the middle of the sphere stage, interrupted in this process
+(KeyboardInterrupt as the walk stage starts), then killed again in a subprocess in the
+middle of the walk stage (the later stages' statistics were filled by the capture, see
+capture/taps.py). Each stop resumes from what the one before left. The resumed run draws no
+figures; its metrics equal the uninterrupted ``minilm_report`` (which draws them) in every
+number: only the record of the UMAP map, which is drawn only for figures, differs.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from geomlens.capture import CaptureConfig
 from geomlens.models import ModelView
 
 ARGS = ["report", *MINILM_REPORT, "--quiet", "--figures", "none"]
+CONFIG = CaptureConfig(model="minilm-l6", contexts=16, length=64, batch_size=8)
+"""``ARGS`` as the Python API's config (the CLI's default batch size)."""
 
 
 def geomlens(*argv: str) -> subprocess.Popen:
@@ -50,24 +52,14 @@ def kill_when_stages_are(process: subprocess.Popen, stages: Path, done: list[str
     assert json.loads(stages.read_text()) == done
 
 
-def killed_twice_and_resumed(out: Path) -> None:
-    stages = out / "stages.json"
-    kill_when_stages_are(geomlens(*ARGS, "--out", str(out)), stages, ["decomposition"])
-    assert not (out / "report.html").exists()
-    assert (out / "stats" / "taps.safetensors").exists()  # the sphere's and walk's inputs
-    kill_when_stages_are(geomlens(*ARGS, "--out", str(out)), stages, ["decomposition", "sphere"])
-    assert not (out / "report.html").exists()
-    resumed = geomlens(*ARGS, "--out", str(out))
-    _, err = resumed.communicate(timeout=900)
-    assert resumed.returncode == 0, err.decode()
-    assert json.loads(stages.read_text()) == ["decomposition", "sphere", "walk"]
+def interrupted_as_the_walk_starts(
+    out: Path, minilm: ModelView, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run the report in this process with its walk stage raising KeyboardInterrupt."""
+    import dataclasses
 
-
-def interrupted_and_resumed(out: Path, minilm: ModelView, monkeypatch: pytest.MonkeyPatch) -> None:
     import geomlens.commands.report as rc
-
-    config = CaptureConfig(model="minilm-l6", contexts=16, length=64, batch_size=8)
-    real_walk = rc.walk_stage
+    from geomlens.report import registry
 
     def interrupted(*args, **kwargs):
         def stage(*a, **k):
@@ -75,22 +67,34 @@ def interrupted_and_resumed(out: Path, minilm: ModelView, monkeypatch: pytest.Mo
 
         return stage
 
-    monkeypatch.setattr(rc, "walk_stage", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        rc.run_report(config, out, view=minilm, progress=False, figures="none")
-    assert json.loads((out / "stages.json").read_text()) == ["decomposition", "sphere"]
-    monkeypatch.setattr(rc, "walk_stage", real_walk)
-    rc.run_report(config, out, view=minilm, progress=False, figures="none")
+    entries = tuple(
+        dataclasses.replace(a, stage=interrupted) if a.name == "walk" else a
+        for a in registry.ANALYSES
+    )
+    with monkeypatch.context() as patch:
+        patch.setattr(registry, "ANALYSES", entries)
+        with pytest.raises(KeyboardInterrupt):
+            rc.run_report(CONFIG, out, view=minilm, progress=False, figures="none")
 
 
-def test_an_interrupted_or_killed_report_resumes_to_the_uninterrupted_metrics(
+def test_a_killed_and_interrupted_report_resumes_to_the_uninterrupted_metrics(
     tmp_path: Path, minilm_report: Path, minilm: ModelView, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    killed, interrupted = tmp_path / "killed", tmp_path / "interrupted"
-    killed_twice_and_resumed(killed)
-    interrupted_and_resumed(interrupted, minilm, monkeypatch)
-    assert (killed / "metrics.json").read_bytes() == (interrupted / "metrics.json").read_bytes()
-    resumed = json.loads((killed / "metrics.json").read_text())
+    from geomlens.commands.report import run_report
+
+    out = tmp_path / "run"
+    stages = out / "stages.json"
+    kill_when_stages_are(geomlens(*ARGS, "--out", str(out)), stages, ["decomposition"])
+    assert not (out / "report.html").exists()
+    assert (out / "stats" / "taps.safetensors").exists()  # the sphere's and walk's inputs
+    interrupted_as_the_walk_starts(out, minilm, monkeypatch)
+    assert json.loads(stages.read_text()) == ["decomposition", "sphere"]
+    assert not (out / "report.html").exists()
+    kill_when_stages_are(geomlens(*ARGS, "--out", str(out)), stages, ["decomposition", "sphere"])
+    assert not (out / "report.html").exists()
+    run_report(CONFIG, out, view=minilm, progress=False, figures="none")
+    assert json.loads(stages.read_text()) == ["decomposition", "sphere", "walk"]
+    resumed = json.loads((out / "metrics.json").read_text())
     whole = json.loads((minilm_report / "metrics.json").read_text())
     assert resumed["sphere"]["trajectory"].pop("umap") is None
     assert whole["sphere"]["trajectory"].pop("umap")["file"] == "sphere_umap.json"
