@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -18,13 +19,12 @@ from geomlens.capture import CaptureConfig
 from geomlens.cli import main
 from geomlens.commands.capture import run_capture
 from geomlens.corpus import make_windows
-from geomlens.engines import CaptureJob, EngineConfig
+from geomlens.engines import EngineConfig
 from geomlens.engines.merge import merge_shards, tree_reduce
 from geomlens.engines.shards import ShardResult, capture_shard, plan_shards
 from geomlens.errors import GeomlensError
-from geomlens.io.runfolder import RunFolder, open_run
+from geomlens.io.runfolder import open_run
 from geomlens.stats import CapturedBatch, DecompositionAccumulator
-from geomlens.stats.decomposition import interval_groups
 
 #: float64 sums merged in another order: the documented tolerance (relative)
 RTOL = 1e-9
@@ -116,10 +116,18 @@ CONFIG = CaptureConfig(
     model="minilm-l6",
     contexts=8,
     length=32,
-    batch_size=2,
+    batch_size=1,
     second_moment=True,
     save_activations=True,
 )
+
+
+def taps_factory():
+    """The taps the capture fills in the same passes (norms over 3 windows, attention over
+    5), as the picklable factory each Ray worker builds its own from."""
+    from geomlens.commands.capture import tap_factory
+
+    return tap_factory(norms=3, attention=5)
 
 
 @pytest.fixture(scope="module")
@@ -130,11 +138,12 @@ def windows(minilm, bbc):
 
 @pytest.fixture(scope="module")
 def local_run(minilm, tmp_path_factory):
-    """The local capture, on one torch thread like each Ray worker (threads=1): float32
-    kernels may sum in another order with more threads, which moves the last digits."""
+    """The local capture with its taps, on one torch thread like each Ray worker
+    (threads=1): float32 kernels may sum in another order with more threads, which moves
+    the last digits."""
     out = tmp_path_factory.mktemp("local") / "run"
     with one_thread():
-        return run_capture(CONFIG, out, view=minilm, progress=False)
+        return run_capture(CONFIG, out, view=minilm, progress=False, taps=taps_factory())
 
 
 @contextmanager
@@ -148,52 +157,48 @@ def one_thread():
         torch.set_num_threads(threads)
 
 
-def test_ray_gives_the_local_metrics_statistics_and_activations(
-    ray_instance, minilm, local_run, tmp_path
+def interrupted_after_the_first_batch(out, store_url, minilm, monkeypatch) -> None:
+    """A local capture of CONFIG into ``out`` that dies in batch 2, like a kill, after the
+    checkpoint of batch 1 (its activations already in the store)."""
+    import geomlens.capture.capture as capture_module
+
+    real = capture_module.batch_hidden_states
+    calls = {"n": 0}
+
+    def hidden_states(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    local = EngineConfig(threads=1, activations_dir=store_url)
+    with monkeypatch.context() as patch, pytest.raises(KeyboardInterrupt):
+        patch.setattr(capture_module, "batch_hidden_states", hidden_states)
+        run_capture(
+            CONFIG,
+            out,
+            view=minilm,
+            progress=False,
+            engine=local,
+            checkpoint_every_s=0,
+            taps=taps_factory(),
+        )
+    assert json.loads((out / "checkpoint" / "progress.json").read_text()) == {"batches_done": 1}
+
+
+def test_ray_resumes_a_local_run_retries_a_killed_worker_and_gives_the_local_results(
+    ray_instance, minilm, local_run, tmp_path, monkeypatch
 ):
-    store_url = (tmp_path / "store").as_uri()  # file://...: written through fsspec
-    engine = EngineConfig(name="ray", workers=2, threads=1, activations_dir=store_url)
-    run_capture(CONFIG, tmp_path / "ray", view=minilm, progress=False, engine=engine)
-    run = open_run(tmp_path / "ray")
-    assert run.manifest["engine"]["name"] == "ray" and run.manifest["timing"]["workers"] == 2
-    metrics_close(run.metrics, local_run.metrics)
-    worst = assert_states_close(
-        run.decomposition.state_dict(), local_run.decomposition.state_dict()
-    )
-    print(f"largest relative difference ray vs local: {worst:.1e}")
-    store, reference = run.activations, local_run.activations
-    assert store is not None and reference is not None and len(store) == len(reference) == 4
-    for layer in (0, 3, 6):
-        assert torch.equal(store.layer(layer), reference.layer(layer))
-    # the engine is not part of the run's identity: the same folder is reused locally
-    again = run_capture(CONFIG, tmp_path / "ray", progress=False)
-    assert again.metrics == run.metrics
+    """One Ray capture (Ray's workers start once) that checks everything the engine
+    promises: it resumes a local run interrupted after batch 1 (the engine is not part of
+    the run's identity); a worker SIGKILLed after the first shard is replaced and every
+    shard counts once; each worker rebuilds the taps, which add up to the local capture's,
+    every window once; activations go to an fsspec URL; and metrics, statistics, taps and
+    activations equal the uninterrupted local run's."""
+    import geomlens.engines.ray as ray_engine
 
-
-def test_killed_worker_is_retried_and_every_shard_counts_once(
-    ray_instance, minilm, windows, tmp_path
-):
-    """Resumes after a checkpoint of 1 batch; a worker is SIGKILLed after the first shard.
-    The capture also fills taps (norms over 3 windows, attention over 5): each worker
-    rebuilds them, and they add up to the local capture's, every window once."""
-    from geomlens.capture.taps import Taps, batch_hidden_states
-    from geomlens.commands.capture import tap_factory
-    from geomlens.engines.ray import capture_ray
-
-    config = CaptureConfig(**{**CONFIG.to_dict(), "batch_size": 1, "save_activations": False})
-    view = minilm
-    factory = tap_factory(norms=3, attention=5)
-    folder = RunFolder(tmp_path / "run")
-    folder.path.mkdir()
-    layers = list(range(view.n_layers + 1))
-    groups = interval_groups(len(layers), 8, 32, view.d_model)  # as the capture keeps them
-    first = DecompositionAccumulator(layers, 8, 32, view.d_model, True, groups=groups)
-    ids = torch.tensor(windows.input_ids)
-    first_taps = Taps.made(view, factory)
-    hidden = batch_hidden_states(view, ids[:1], layers, first_taps, 0)
-    first.update(CapturedBatch(hidden, torch.arange(1)))
-    # as a local run interrupted after batch 1
-    folder.save_checkpoint(first.state_dict() | first_taps.state_dict(), 1)
+    out, store_url = tmp_path / "ray", (tmp_path / "store").as_uri()  # file://...: fsspec
+    interrupted_after_the_first_batch(out, store_url, minilm, monkeypatch)
 
     killed: list[int] = []
 
@@ -202,18 +207,33 @@ def test_killed_worker_is_retried_and_every_shard_counts_once(
             killed.append(result.worker)
             os.kill(result.worker, signal.SIGKILL)
 
-    engine = EngineConfig(name="ray", workers=2, threads=1)  # 7 batches left: 7 shards
-    taps = Taps.made(view, factory)
-    job = CaptureJob(view, windows, config, folder, progress=False, taps=taps)
-    acc, timing = capture_ray(job, engine, on_shard=kill_once)
+    real_capture_ray = ray_engine.capture_ray
+    monkeypatch.setattr(
+        ray_engine, "capture_ray", lambda job, engine: real_capture_ray(job, engine, kill_once)
+    )
+    engine = EngineConfig(name="ray", workers=2, threads=1, activations_dir=store_url)
+    run_capture(CONFIG, out, view=minilm, progress=False, engine=engine, taps=taps_factory())
+    run = open_run(out)
+    timing = run.manifest["timing"]
     print(f"killed worker {killed}; timing {timing}")
-    assert killed and timing["shards"] == 7 and timing["tokens"] == 7 * 32
-    assert acc.complete and bool((acc.seen == 1).all())
-    local = run_capture(config, tmp_path / "local", view=minilm, progress=False, taps=factory)
-    assert_states_close(acc.state_dict(), local.decomposition.state_dict())
-    local_taps = load_file(str(local.path / "stats" / "taps.safetensors"))
-    assert_states_close(taps.state_dict(), local_taps)
-    assert int(taps.state_dict()["tap.attention.refactor.tokens"]) == 5 * 32
+    assert run.manifest["engine"]["name"] == "ray" and timing["workers"] == 2
+    assert killed and timing["shards"] == 7 and timing["tokens"] == 7 * 32  # 7 batches left
+    metrics_close(run.metrics, local_run.metrics)
+    worst = assert_states_close(
+        run.decomposition.state_dict(), local_run.decomposition.state_dict()
+    )
+    print(f"largest relative difference ray vs local: {worst:.1e}")
+    assert bool((run.decomposition.seen == 1).all())
+    taps = load_file(str(out / "stats" / "taps.safetensors"))
+    assert_states_close(taps, load_file(str(local_run.path / "stats" / "taps.safetensors")))
+    assert int(taps["tap.attention.refactor.tokens"]) == 5 * 32
+    store, reference = run.activations, local_run.activations
+    assert store is not None and reference is not None and len(store) == len(reference) == 8
+    for layer in (0, 3, 6):
+        assert torch.equal(store.layer(layer), reference.layer(layer))
+    # the engine is not part of the run's identity: the same folder is reused locally
+    again = run_capture(CONFIG, out, progress=False)
+    assert again.metrics == run.metrics
 
 
 def test_missing_ray_is_one_sentence_with_the_install_command(monkeypatch, capsys, tmp_path):
@@ -264,10 +284,14 @@ def test_workers_beyond_the_cluster_are_refused_before_anything_runs():
 
 
 def test_a_shard_alone_equals_its_rows_of_the_one_pass_capture(minilm, windows, local_run):
-    """capture_shard without Ray: the worker's computation, checked directly."""
+    """capture_shard without Ray: the worker's computation, checked directly (with the
+    taps a worker builds: the shard's first window feeds the attention tap, as in the
+    local run)."""
+    from geomlens.capture.taps import Taps
+
     view = minilm
     assert local_run.windows["fingerprint"] == windows.fingerprint
-    (shard,) = [s for s in plan_shards(8, 2, 2) if s.index == 1]
+    (shard,) = [s for s in plan_shards(8, 1, 2) if s.index == 1]
     ids = torch.tensor(windows.input_ids)[shard.rows.start : shard.rows.stop]
     with one_thread():
         state = capture_shard(
@@ -277,8 +301,9 @@ def test_a_shard_alone_equals_its_rows_of_the_one_pass_capture(minilm, windows, 
             torch.zeros(len(ids), dtype=torch.int64),
             layers=list(range(7)),
             n_contexts=8,
-            batch_size=2,
+            batch_size=1,
             second_moment=True,
+            taps=Taps.made(view, taps_factory()).empty_like(),
         )
     full = local_run.decomposition
     rows = slice(shard.rows.start, shard.rows.stop)
