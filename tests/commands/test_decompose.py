@@ -106,8 +106,9 @@ def test_files_of_the_run(minilm_run):
 
 
 def test_same_config_gives_byte_identical_metrics(minilm, minilm_run, tmp_path):
+    """The rerun draws no figures (``minilm_run`` drew them): the numbers do not depend on them."""
     config = CaptureConfig(model="minilm-l6", contexts=16, length=32, batch_size=8)
-    again = run_decompose(config, tmp_path / "again", view=minilm, progress=False)
+    again = run_decompose(config, tmp_path / "again", view=minilm, progress=False, figures="none")
     assert (again.path / "metrics.json").read_bytes() == (
         minilm_run.path / "metrics.json"
     ).read_bytes()
