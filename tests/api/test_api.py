@@ -135,12 +135,17 @@ def test_concepts(smollm2: ModelView, tmp_path, capsys):
 
 
 def test_report(minilm: ModelView, small_umap, tmp_path, capsys):
+    """Interactive figures only: the result's figures are plotly's (static PNGs of the
+    report are checked by the report tests)."""
     folder = tmp_path / "report"
-    result = geomlens.report(model="minilm-l6", **SMALL_API, out=folder, view=minilm)
+    result = geomlens.report(
+        model="minilm-l6", **SMALL_API, figures="interactive", out=folder, view=minilm
+    )
     names = {"shares", "spiral", "attention_parts", "trajectory", "similarity_cos"}
     check_result(result, "report", folder, names)
     assert (folder / "report.html").exists()
-    check_cli_reuses(capsys, folder, "report", "--model", "minilm-l6", *SMALL)
+    argv = ["report", "--model", "minilm-l6", *SMALL, "--figures", "interactive"]
+    check_cli_reuses(capsys, folder, *argv)
 
 
 @pytest.mark.parametrize(
