@@ -130,26 +130,43 @@ def start(out: Path) -> subprocess.Popen:
     )
 
 
-def wait_for_checkpoint(proc: subprocess.Popen, out: Path, timeout: float = 120) -> None:
+def batches_done(out: Path) -> int:
+    """The batches the folder's checkpoint holds (0: none yet, or being replaced)."""
+    try:
+        return json.loads((out / "checkpoint" / "progress.json").read_text())["batches_done"]
+    except (FileNotFoundError, json.JSONDecodeError, KeyError):
+        return 0
+
+
+def wait_for_checkpoint(
+    proc: subprocess.Popen, out: Path, after: int = 0, timeout: float = 120
+) -> None:
+    """Until the running capture has saved a checkpoint past batch ``after``."""
     deadline = time.time() + timeout
-    while not (out / "checkpoint" / "progress.json").exists():
+    while batches_done(out) <= after:
         assert proc.poll() is None, proc.communicate()
         assert time.time() < deadline, "no checkpoint appeared"
         time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory) -> bytes:
+def uninterrupted(tmp_path_factory, minilm) -> bytes:
+    """The statistics of ``CAPTURE`` run to the end in one go (in this process, on the
+    session's MiniLM: the same bytes as the command line's)."""
+    from geomlens.capture import CaptureConfig
+    from geomlens.commands.capture import run_capture
+
     out = tmp_path_factory.mktemp("clean") / "run"
-    subprocess.run([*CAPTURE, "--out", str(out)], check=True, capture_output=True)
+    config = CaptureConfig(model="minilm-l6", contexts=48, length=64, batch_size=2)
+    run_capture(config, out, view=minilm, progress=False)
     return (out / "stats" / "decomposition.safetensors").read_bytes()
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
-def test_interrupted_capture_resumes_to_identical_statistics(sig, tmp_path, uninterrupted):
-    out = tmp_path / "run"
+def stopped(out: Path, sig: signal.Signals, after: int) -> int:
+    """Start (or resume) the capture in ``out``, send ``sig`` once it has saved a
+    checkpoint past batch ``after``; the batches its checkpoint then holds."""
     proc = start(out)
-    wait_for_checkpoint(proc, out)
+    wait_for_checkpoint(proc, out, after)
     os.kill(proc.pid, sig)
     _, err = proc.communicate(timeout=120)
     if sig == signal.SIGKILL:
@@ -157,8 +174,20 @@ def test_interrupted_capture_resumes_to_identical_statistics(sig, tmp_path, unin
     else:
         assert proc.returncode == 2, err
         assert "rerun the same command to resume" in err and "Traceback" not in err
-    done = json.loads((out / "checkpoint" / "progress.json").read_text())["batches_done"]
-    assert 1 <= done < 24
+    done = batches_done(out)
+    assert after < done < 24
+    return done
+
+
+def test_interrupted_capture_resumes_to_identical_statistics(tmp_path, uninterrupted):
+    """One capture stopped by each signal in turn, each resumed run stopped after it saved
+    a checkpoint of its own: SIGINT and SIGTERM (stop at the next batch boundary, save,
+    exit 2, one sentence) and SIGKILL (no handler: the last checkpoint is what is left).
+    The last rerun finishes with the uninterrupted capture's statistics, byte for byte."""
+    out = tmp_path / "run"
+    done = 0
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+        done = stopped(out, sig, done)
     finished = subprocess.run([*CAPTURE, "--out", str(out)], capture_output=True, text=True)
     assert finished.returncode == 0, finished.stderr
     assert (out / "stats" / "decomposition.safetensors").read_bytes() == uninterrupted
