@@ -56,7 +56,7 @@ def timed(fn) -> float:
 
 def speed(args: argparse.Namespace) -> dict:
     from geomlens.capture import CaptureConfig
-    from geomlens.commands.capture import prepare
+    from geomlens.pipeline.run import prepare
 
     config = CaptureConfig(
         model=args.model,

@@ -37,8 +37,8 @@ def capture(view, windows, config) -> None:
 
 def main() -> None:
     from geomlens.capture import CaptureConfig
-    from geomlens.commands.capture import prepare
     from geomlens.models.check import check_view
+    from geomlens.pipeline.run import prepare
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2-135m")

@@ -73,7 +73,7 @@ def main() -> None:
     import ray
 
     from geomlens.capture import CaptureConfig
-    from geomlens.commands.capture import prepare
+    from geomlens.pipeline.run import prepare
 
     config = CaptureConfig(
         model=args.model,

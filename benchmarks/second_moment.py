@@ -25,7 +25,7 @@ import torch
 
 from geomlens.capture import CaptureConfig
 from geomlens.capture.hooks import base_kwargs, hidden_states
-from geomlens.commands.capture import prepare
+from geomlens.pipeline.run import prepare
 from geomlens.stats import DecompositionAccumulator
 from geomlens.stats.base import CapturedBatch
 from geomlens.stats.decomposition import MAX_GROUPS

@@ -47,7 +47,7 @@ def test_no_function_in_src_is_over_80_lines():
 
 
 def test_only_the_lifecycle_claims_folders_and_writes_manifests():
-    """commands/lifecycle.py is the one place a run folder is held, claimed, given its
+    """io/lifecycle.py is the one place a run folder is held, claimed, given its
     manifest, or has its stages recorded; the commands call it."""
     import re
 
@@ -57,7 +57,7 @@ def test_only_the_lifecycle_claims_folders_and_writes_manifests():
     found = []
     for path in sorted((ROOT / "src" / "geomlens").rglob("*.py")):
         rel = path.relative_to(ROOT).as_posix()
-        if rel in ("src/geomlens/commands/lifecycle.py", "src/geomlens/runfolder.py"):
+        if rel in ("src/geomlens/io/lifecycle.py", "src/geomlens/runfolder.py"):
             continue
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if pattern.search(line) and "lifecycle." not in line and "def " not in line:
@@ -81,27 +81,31 @@ def test_every_hook_is_put_on_in_the_one_hook_module():
 
 
 def test_the_package_root_holds_only_the_entry_points_and_imports_flow_one_way():
-    """commands -> report -> analyses -> stats/capture -> models/corpus: no package imports
-    one above it (the API and the CLI sit on the commands)."""
+    """commands -> pipeline -> report -> analyses -> stats/capture -> models/corpus: no
+    package imports one above it (the API and the CLI sit on the commands)."""
     import re
 
     package = ROOT / "src" / "geomlens"
     root_modules = sorted(p.name for p in package.glob("*.py"))
     assert root_modules == ["__init__.py", "cli.py", "errors.py"]
+    top = ("commands", "api", "cli", "pipeline")
     above = {
         "commands": ("api", "cli"),
-        "report": ("commands", "api", "cli"),
-        "concepts": ("commands", "api", "cli", "report"),
-        "arithmetic": ("commands", "api", "cli", "report"),
-        "engines": ("commands", "api", "cli", "report"),
-        "analyses": ("commands", "api", "cli", "report", "engines"),
-        "stats": ("commands", "api", "cli", "report", "engines", "analyses"),
-        "capture": ("commands", "api", "cli", "report", "engines", "analyses"),
-        "corpus": ("commands", "api", "cli", "report", "engines", "analyses", "capture"),
-        "models": ("commands", "api", "cli", "report", "engines", "analyses", "capture"),
+        "pipeline": ("commands", "api", "cli"),
+        "report": top,
+        "concepts": (*top, "report"),
+        "arithmetic": (*top, "report"),
+        "engines": (*top, "report"),
+        "analyses": (*top, "report", "engines"),
+        "stats": (*top, "report", "engines", "analyses"),
+        "capture": (*top, "report", "engines", "analyses"),
+        "corpus": (*top, "report", "engines", "analyses", "capture"),
+        "models": (*top, "report", "engines", "analyses", "capture"),
         # run folders hold statistics and activations: io may read capture/ and stats/
-        "io": ("commands", "api", "cli", "report", "engines", "analyses"),
+        "io": (*top, "report", "engines", "analyses"),
     }
+    packages = {p.parent.relative_to(package).parts[0] for p in package.glob("*/*.py")}
+    assert packages - {"api"} == set(above)  # every package has its place
     wrong = []
     for lower, higher in above.items():
         rx = re.compile(r"^\s*(from|import) geomlens\.(" + "|".join(higher) + r")\b", re.M)
@@ -111,6 +115,125 @@ def test_the_package_root_holds_only_the_entry_points_and_imports_flow_one_way()
                 for m in rx.finditer(path.read_text())
             ]
     assert wrong == [], "\n".join(wrong)
+
+
+def module_imports() -> dict[str, set[str]]:
+    """geomlens module -> the geomlens modules it imports, at its top or inside a function
+    (imports under ``if TYPE_CHECKING:`` are for annotations only and left out)."""
+    import ast
+
+    package = ROOT / "src"
+    modules = {}
+    for path in (package / "geomlens").rglob("*.py"):
+        name = ".".join(path.relative_to(package).with_suffix("").parts)
+        modules[name.removesuffix(".__init__")] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        here = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        tree = ast.parse(path.read_text())
+        typing_only = {
+            id(n)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+            for n in ast.walk(node)
+        }
+        found: set[str] = set()
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parent = here.split(".")[: len(here.split(".")) - node.level + 1]
+                    base = ".".join([*parent, base] if base else parent)
+                targets = [
+                    f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base
+                    for a in node.names
+                ]
+            else:
+                continue
+            for target in targets:
+                while target and target not in modules:
+                    target = target.rpartition(".")[0]
+                # a module's own packages are imported before it: no dependency
+                if target and not (name == target or name.startswith(target + ".")):
+                    found.add(target)
+        graph[name] = found
+    return graph
+
+
+def test_no_module_imports_itself_through_others():
+    """The module import graph has no cycle, counting imports inside functions (a lazy
+    import that closes a cycle only hides it)."""
+    graph = module_imports()
+    cycles = []
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycles.append(" -> ".join([*path[path.index(nxt) :], nxt]))
+            elif nxt not in state:
+                visit(nxt, [*path, nxt])
+        state[node] = 2
+
+    for start in sorted(graph):
+        if start not in state:
+            visit(start, [start])
+    assert cycles == [], "\n".join(cycles)
+
+
+def test_the_configuration_reaches_the_capture_in_few_stops(tmp_path, monkeypatch):
+    """Following the run configuration from ``geomlens report`` to the capture loop: every
+    geomlens function called with it (or with an object carrying it) is a stop; at most 30
+    stops in at most 15 files (it took 72 in 29 before the pipeline was one module)."""
+    import geomlens.engines.local
+    from geomlens import cli
+    from geomlens.capture.capture import CaptureConfig
+    from geomlens.commands.capture import CaptureRunConfig
+    from geomlens.engines import CaptureJob
+    from geomlens.pipeline.request import RunRequest
+    from geomlens.report.stages import StageRequest
+
+    class Reached(Exception):
+        pass
+
+    def reached(*args, **kwargs):
+        raise Reached
+
+    monkeypatch.setattr(geomlens.engines.local, "capture_windows", reached)
+    carriers = (CaptureConfig, CaptureRunConfig, RunRequest, StageRequest, CaptureJob)
+    source = str(ROOT / "src" / "geomlens")
+    stops: list[tuple[str, str]] = []
+
+    def carries(value) -> bool:
+        return isinstance(value, carriers) or (
+            isinstance(value, dict) and {"model", "contexts"} <= value.keys()
+        )
+
+    def profile(frame, event, arg) -> None:
+        code = frame.f_code
+        if event != "call" or not code.co_filename.startswith(source):
+            return
+        names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+        if any(carries(frame.f_locals.get(n)) for n in names):
+            stops.append((code.co_filename, code.co_name))
+
+    argv = ["report", "--model", "minilm-l6", "--contexts", "4", "--length", "16", "--quiet"]
+    sys.setprofile(profile)
+    try:
+        cli.main([*argv, "--figures", "none", "--out", str(tmp_path / "run")])
+    except Reached:
+        pass
+    finally:
+        sys.setprofile(None)
+    assert "engines/local.py" in stops[-1][0] or "engines/local.py" in stops[-2][0], stops
+    files = {f for f, _ in stops}
+    listing = "\n".join(f"{Path(f).relative_to(source)}: {n}" for f, n in stops)
+    assert len(stops) <= 30 and len(files) <= 15, listing
 
 
 def test_the_python_version_is_said_once_and_met():

@@ -47,7 +47,7 @@ def test_an_encoder_decoders_kernels_come_from_one_encoder_pass(t5):
     once per tapped chunk."""
     from types import SimpleNamespace
 
-    from geomlens.commands.walk import decoder_kernels
+    from geomlens.report.stages.walk import decoder_kernels
 
     ids = ids_for(t5, batch=5, length=10)
     tap = AttentionTap(t5, len(ids))

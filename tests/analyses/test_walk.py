@@ -29,10 +29,11 @@ from geomlens.analyses.similarity import layer_stack, similarity_maps
 from geomlens.analyses.walks import TokenSpace, decoding_walk, encoding_walk
 from geomlens.capture import CaptureConfig
 from geomlens.cli import main
-from geomlens.commands.walk import default_text, encode_text, run_walk
+from geomlens.commands.walk import run_walk
 from geomlens.errors import GeomlensError
 from geomlens.models import ModelView
 from geomlens.models.families.gpt2 import GPT2
+from geomlens.report.stages.walk import default_text, encode_text
 
 SHORT = "Q: What is 2 plus 2?\nA: 4.\n\nQ: What colour is snow?\nA: White."
 

@@ -32,9 +32,9 @@ from geomlens.analyses.refactor import record_attention, record_seq2seq_attentio
 from geomlens.analyses.similarity import decoder_inputs, layer_stack, seq2seq_forward
 from geomlens.analyses.walks import TokenSpace, comparable, decoding_walk, encoding_walk
 from geomlens.cli import main
-from geomlens.commands.walk import check_generate, decoder_kernels, kernels_and_refactor
 from geomlens.errors import GeomlensError
 from geomlens.models import ModelView, load_model
+from geomlens.report.stages.walk import check_generate, decoder_kernels, kernels_and_refactor
 
 ROWS = ("t5-v1_1", "t5-v1_0")
 TEXT = "Q: What is 2 plus 2?\nA: 4.\n\nQ: What colour is snow?\nA: White."

@@ -25,7 +25,7 @@ TEXT = "Q: What is 2 plus 2?\nA: 4.\n\nQ: What colour is snow?\nA: White."
 
 @pytest.fixture
 def small_umap(monkeypatch):
-    import geomlens.commands.sphere as sphere_command
+    import geomlens.report.stages.sphere as sphere_command
 
     monkeypatch.setattr(sphere_command, "UMAP_TOKENS", 300)
     monkeypatch.setattr(sphere_command, "IDENTITY_WINDOWS", 2)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 import geomlens
-from geomlens.commands import extras
 from geomlens.errors import GeomlensError
+from geomlens.io import extras
 
 
 @pytest.fixture

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 import geomlens.capture.capture as capture_module
+from geomlens.analyses.taps import tap_factory
 from geomlens.capture import CaptureConfig, capture_windows
 from geomlens.capture.taps import Taps, chunks, fill_taps
-from geomlens.commands.capture import tap_factory
 from geomlens.corpus import make_windows
 from geomlens.engines.shards import capture_shard, plan_shards
 from geomlens.errors import GeomlensError

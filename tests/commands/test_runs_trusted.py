@@ -25,13 +25,13 @@ from matplotlib.figure import Figure
 from safetensors.torch import load_file, save_file
 
 import geomlens.capture.capture
-import geomlens.commands.capture
+import geomlens.pipeline.run
 from geomlens import open_run
 from geomlens.cli import MAX_MESSAGE, main
-from geomlens.commands.report import STAGE_SECTIONS, staged
 from geomlens.errors import GeomlensError
 from geomlens.io.runfolder import FINGERPRINT_VERSION, LOCK_NAME, RunFolder, write_json
-from geomlens.report import figures
+from geomlens.report import figures, registry
+from geomlens.report.staged import Stage, Staged
 
 # 6 windows of 16 tokens in 3 batches: every model call below takes about a second.
 CAPTURE = (
@@ -245,8 +245,8 @@ def test_the_lock_is_held_for_the_whole_command(corpus, tmp_path, monkeypatch):
             os.close(fd)
         return real(acc)
 
-    real = geomlens.commands.capture.capture_metrics
-    monkeypatch.setattr(geomlens.commands.capture, "capture_metrics", capture_metrics)
+    real = geomlens.pipeline.run.capture_metrics
+    monkeypatch.setattr(geomlens.pipeline.run, "capture_metrics", capture_metrics)
     assert main(argv(corpus, out)) == 0
     assert seen["pid"] == str(os.getpid())
 
@@ -352,26 +352,26 @@ def stage(name: str, calls: list[str]):  # type: ignore[no-untyped-def]
     def factory(step):  # type: ignore[no-untyped-def]
         def analyse(folder, view, windows, acc):  # type: ignore[no-untyped-def]
             calls.append(name)
-            for section in STAGE_SECTIONS[name]:
+            for section in registry.stage_sections()[name]:
                 folder.merge_metrics(section, {"from": name})
 
         return analyse
 
-    return (name, name, factory)
+    return Stage(name, name, factory)
 
 
 def test_a_stage_listed_without_its_numbers_runs_again(tmp_path, capsys):
     folder = RunFolder(tmp_path)
     calls: list[str] = []
     stages = [stage(n, calls) for n in ("decomposition", "sphere", "walk")]
-    staged(stages, progress=False)(folder, None, None, None)  # type: ignore[arg-type]
+    Staged(stages, progress=False)(folder, None, None, None)  # type: ignore[arg-type]
     assert calls == ["decomposition", "sphere", "walk"]
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     del metrics["sphere"], metrics["induction"]  # stages.json still lists every stage
     write_json(tmp_path / "metrics.json", metrics)
     calls.clear()
     capsys.readouterr()
-    staged(stages, progress=False)(folder, None, None, None)  # type: ignore[arg-type]
+    Staged(stages, progress=False)(folder, None, None, None)  # type: ignore[arg-type]
     assert calls == ["decomposition", "sphere"]
     assert "records the stages decomposition, sphere as done" in capsys.readouterr().err
     assert set(json.loads((tmp_path / "metrics.json").read_text())) >= {"sphere", "induction"}
@@ -380,10 +380,10 @@ def test_a_stage_listed_without_its_numbers_runs_again(tmp_path, capsys):
 def test_a_damaged_stages_record_is_one_sentence(tmp_path):
     (tmp_path / "stages.json").write_text('["decomposition", ')
     with pytest.raises(GeomlensError, match=r"stages.json is unreadable \(not valid JSON"):
-        staged([], progress=False)(RunFolder(tmp_path), None, None, None)  # type: ignore[arg-type]
+        Staged([], progress=False)(RunFolder(tmp_path), None, None, None)  # type: ignore[arg-type]
     (tmp_path / "stages.json").write_text('{"decomposition": true}')
     with pytest.raises(GeomlensError, match="holds an object where a list belongs"):
-        staged([], progress=False)(RunFolder(tmp_path), None, None, None)  # type: ignore[arg-type]
+        Staged([], progress=False)(RunFolder(tmp_path), None, None, None)  # type: ignore[arg-type]
 
 
 # one error boundary --------------------------------------------------------------------------

@@ -18,7 +18,6 @@ import pytest
 import torch
 
 from geomlens.cli import main
-from geomlens.commands.concepts import ConceptsConfig, run_concepts
 from geomlens.concepts import aggregate as agg
 from geomlens.concepts.baseline import (
     baseline_scores,
@@ -44,6 +43,7 @@ from geomlens.concepts.tasks import (
     split_answer,
 )
 from geomlens.errors import GeomlensError
+from geomlens.report.stages.concepts import ConceptsConfig, run_concepts
 
 # The task folder: $GEOMLENS_DATA (.ci/run sets it), else ../shared/data beside the repo.
 DATA = Path(

@@ -22,7 +22,6 @@ import pytest
 import torch
 from seq2seq_models import tiny_t5
 
-from geomlens.commands.concepts import ConceptsConfig, run_concepts
 from geomlens.concepts.baseline import Prepared, baseline_scores, check_decoder, prepare
 from geomlens.concepts.lmeval import score_requests
 from geomlens.concepts.pyramidal import pyramidal_scores
@@ -31,6 +30,7 @@ from geomlens.concepts.similarity import similarity_scores
 from geomlens.concepts.tasks import Task, load_task
 from geomlens.errors import GeomlensError
 from geomlens.models import ModelView, load_model
+from geomlens.report.stages.concepts import ConceptsConfig, run_concepts
 
 DATA = Path(
     os.environ.get("GEOMLENS_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"

@@ -125,7 +125,7 @@ CONFIG = CaptureConfig(
 def taps_factory():
     """The taps the capture fills in the same passes (norms over 3 windows, attention over
     5), as the picklable factory each Ray worker builds its own from."""
-    from geomlens.commands.capture import tap_factory
+    from geomlens.analyses.taps import tap_factory
 
     return tap_factory(norms=3, attention=5)
 

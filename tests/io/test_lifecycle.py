@@ -1,4 +1,4 @@
-"""The run lifecycle as one block (commands/lifecycle.py's ``run_folder``): a new run, the
+"""The run lifecycle as one block (io/lifecycle.py's ``run_folder``): a new run, the
 same config reused, a partial run resumed, another config refused, no empty folder left by
 a refused command, and only finite metrics marked complete."""
 
@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from geomlens.commands import lifecycle
 from geomlens.errors import GeomlensError
+from geomlens.io import lifecycle
 
 CONFIG = {"command": "toy", "contexts": 8, "length": 16}
 

@@ -14,11 +14,11 @@ from family_cases import CASES
 from tiny_models import small_tokenizer
 
 from geomlens import cli
-from geomlens.commands.sphere import DEFAULT_PROMPT
-from geomlens.commands.walk import default_text
 from geomlens.concepts.tasks import load_task
 from geomlens.models.facts import model_facts
 from geomlens.models.families import family_for
+from geomlens.report.stages.sphere import DEFAULT_PROMPT
+from geomlens.report.stages.walk import default_text
 
 LONG = "The cat sat on the mat. " * 1400
 """About 9,800 SmolLM2 tokens (it accepts 8,192) and as many MiniLM tokens (512)."""
@@ -97,8 +97,9 @@ def never_loads(monkeypatch):
     def load(*args, **kwargs):
         raise AssertionError("the model's weights were loaded")
 
-    for module in ("report", "walk", "sphere", "capture", "concepts"):
-        monkeypatch.setattr(f"geomlens.commands.{module}.load_configured", load)
+    loaders = ("commands.report", "commands.walk", "commands.sphere", "pipeline.run")
+    for module in (*loaders, "report.stages.concepts"):
+        monkeypatch.setattr(f"geomlens.{module}.load_configured", load)
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,8 @@ from threadpoolctl import threadpool_limits
 
 from geomlens.analyses.decomposition import analyse_layers
 from geomlens.analyses.decomposition_intervals import decomposition_intervals
-from geomlens.report.claims import claim_records, claims, counted, decide
+from geomlens.report.claims import counted, decide
+from geomlens.report.registry import claim_records, claims
 from geomlens.stats import CapturedBatch, DecompositionAccumulator
 from geomlens.stats.intervals import mean_difference, wilson
 

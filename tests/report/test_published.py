@@ -22,8 +22,9 @@ from geomlens.cli import main
 from geomlens.models import BUNDLED
 from geomlens.models.loading import resolve_folder
 from geomlens.report import published
-from geomlens.report.claims import claims, published_section
+from geomlens.report.claims import published_section
 from geomlens.report.page import write_report
+from geomlens.report.registry import claims
 
 GPT2_SMALL = {"family": "gpt2", "n_layers": 12, "d_model": 768, "vocab": 50257}
 SMOLLM2 = {"family": "llama", "n_layers": 30, "d_model": 576, "vocab": 49152}

@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from geomlens.cli import main
-from geomlens.report.claims import claim_records, claims
-from geomlens.report.page import SECTIONS, write_report
+from geomlens.report.page import write_report
+from geomlens.report.registry import claim_records, claims, page_sections
+
+SECTIONS = tuple((s.anchor, s.title) for s in page_sections())
 
 
 @pytest.fixture(scope="module")

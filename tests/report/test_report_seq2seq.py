@@ -15,7 +15,9 @@ import pytest
 from seq2seq_models import tiny_t5
 
 from geomlens.cli import main
-from geomlens.report.page import SECTIONS
+from geomlens.report.registry import page_sections
+
+SECTIONS = tuple((s.anchor, s.title) for s in page_sections())
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 from matplotlib.figure import Figure
 
-from geomlens.commands.report import staged
 from geomlens.io.runfolder import RunFolder
 from geomlens.report.figures import (
     deferred_rendering,
@@ -21,6 +20,7 @@ from geomlens.report.figures import (
     rendered_in_background,
     save_later,
 )
+from geomlens.report.staged import Stage, Staged
 
 
 class KilledWhileDrawing(Figure):
@@ -73,28 +73,31 @@ def test_outside_any_scope_the_figures_are_written_at_once(tmp_path: Path) -> No
 
 def test_stages_are_recorded_after_their_figures(tmp_path: Path) -> None:
     stages = [
-        ("a", "first", figure_stage(new_figure(2, 2), "a")),
-        ("b", "second", figure_stage(new_figure(2, 2), "b")),
+        Stage("a", "first", figure_stage(new_figure(2, 2), "a")),
+        Stage("b", "second", figure_stage(new_figure(2, 2), "b")),
     ]
-    staged(stages, progress=False)(RunFolder(tmp_path), VIEW, NOTHING, NOTHING)
+    Staged(stages, progress=False)(RunFolder(tmp_path), VIEW, NOTHING, NOTHING)
     assert json.loads((tmp_path / "stages.json").read_text()) == ["a", "b"]
     assert (tmp_path / "figures" / "a.png").exists() and (tmp_path / "figures" / "b.png").exists()
 
 
 def test_an_interrupted_stage_still_records_the_drawn_stage_before_it(tmp_path: Path) -> None:
-    stages = [("a", "first", figure_stage(new_figure(2, 2), "a")), ("b", "second", failing_stage)]
+    stages = [
+        Stage("a", "first", figure_stage(new_figure(2, 2), "a")),
+        Stage("b", "second", failing_stage),
+    ]
     with pytest.raises(KeyboardInterrupt):
-        staged(stages, progress=False)(RunFolder(tmp_path), VIEW, NOTHING, NOTHING)
+        Staged(stages, progress=False)(RunFolder(tmp_path), VIEW, NOTHING, NOTHING)
     assert json.loads((tmp_path / "stages.json").read_text()) == ["a"]
     assert (tmp_path / "figures" / "a.png").exists()
 
 
 def test_a_kill_while_drawing_leaves_the_stage_unfinished(tmp_path: Path) -> None:
     stages = [
-        ("a", "first", figure_stage(KilledWhileDrawing(), "a")),
-        ("b", "second", figure_stage(new_figure(2, 2), "b")),
+        Stage("a", "first", figure_stage(KilledWhileDrawing(), "a")),
+        Stage("b", "second", figure_stage(new_figure(2, 2), "b")),
     ]
     with pytest.raises(RuntimeError, match="writing figures failed"):
-        staged(stages, progress=False)(RunFolder(tmp_path), VIEW, NOTHING, NOTHING)
+        Staged(stages, progress=False)(RunFolder(tmp_path), VIEW, NOTHING, NOTHING)
     record = tmp_path / "stages.json"
     assert not record.exists() or "a" not in json.loads(record.read_text())

@@ -55,13 +55,6 @@ class CaptureConfig:
         del data["trust_remote_code"]  # how to load, not what is computed
         return data
 
-    def depth(self) -> int | None:
-        """The number of blocks of a bundled model (known before it loads), else None."""
-        from geomlens.models.bundled import BUNDLED
-
-        bundled = BUNDLED.get(self.model)
-        return None if bundled is None else int(bundled.n_layers)
-
     def validate(self) -> None:
         """Plain-sentence errors for values no capture can use (before anything loads)."""
         if self.batch_size < 1:
@@ -75,7 +68,11 @@ class CaptureConfig:
         if self.offset < 0:
             raise GeomlensError(f"--offset must be 0 or more (got {self.offset}).")
         check_layer_list(
-            "--layers", self.layers, self.depth(), "hidden-state layers 0..{n}", self.model
+            "--layers",
+            self.layers,
+            bundled_depth(self.model),
+            "hidden-state layers 0..{n}",
+            self.model,
         )
         resolve_dtype(self.dtype)
         try:
@@ -88,6 +85,14 @@ class CaptureConfig:
             raise GeomlensError("--device cuda was asked for, but no CUDA device is available.")
         if device.type not in ("cpu", "cuda", "mps"):
             raise GeomlensError(f"--device {self.device!r} is not supported; use cpu or cuda.")
+
+
+def bundled_depth(model: str) -> int | None:
+    """The number of blocks of a bundled model (known before it loads), else None."""
+    from geomlens.models.bundled import BUNDLED
+
+    bundled = BUNDLED.get(model)
+    return None if bundled is None else int(bundled.n_layers)
 
 
 def check_layer_list(

@@ -23,8 +23,8 @@ from geomlens.arithmetic.geometry import GEOMETRY_STREAM, Geometry, grid_length,
 from geomlens.arithmetic.model import model_view
 from geomlens.arithmetic.seeds import seed_spread, side_means
 from geomlens.arithmetic.train import StepHook, Trained, train
-from geomlens.commands import lifecycle
 from geomlens.engines.threads import torch_threads
+from geomlens.io import lifecycle
 from geomlens.io.runfolder import Run
 from geomlens.report import arithmetic_figures as figs
 from geomlens.report.figures import save_all

@@ -2,258 +2,51 @@
 
 One capture pass (with second moments) feeds the position/context decomposition and,
 from its first windows, the norm statistics of the sphere stage and the position kernels
-and refactoring check of the walk stage (see ``capture.taps``); the stages read those, the
-same windows and the same loaded model. Each
-stage records itself as finished in ``stages.json`` once its numbers and figures are on
-disk, so an interrupted report resumes at the first unfinished stage and the final
-metrics.json equals an uninterrupted run's.
+and refactoring check of the walk stage (see ``capture.taps``); the stages
+(``report/staged.py``) read those, the same windows and the same loaded model.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import functools
 import hashlib
-import shutil
-import sys
-import time
-from collections.abc import Callable
-from contextlib import suppress
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import ClassVar
 
 from geomlens.capture.capture import CaptureConfig, check_length, resolve_layers
-from geomlens.capture.taps import TapsFactory
-from geomlens.commands import lifecycle
-from geomlens.commands.capture import (
-    Analysis,
-    CaptureRunConfig,
-    check_decomposable,
-    run_command,
-    tap_factory,
-)
-from geomlens.commands.decompose import analyse_decomposition
+from geomlens.commands.capture import CaptureRunConfig
 from geomlens.commands.options import add_capture_options, capture_options, finished
 from geomlens.commands.result import Result
-from geomlens.commands.sphere import DEFAULT_PROMPT, analyse_sphere, check_prompt, load_nouns
-from geomlens.commands.walk import (
-    KERNEL_WINDOWS,
-    TOP_K,
-    analyse_walk,
+from geomlens.engines import EngineConfig
+from geomlens.errors import GeomlensError
+from geomlens.io import lifecycle
+from geomlens.io.runfolder import Run, open_run
+from geomlens.io.stored import store_compact
+from geomlens.models.facts import check_before_loading
+from geomlens.models.loading import load_configured
+from geomlens.models.view import ModelView
+from geomlens.pipeline import run as pipeline
+from geomlens.pipeline.request import RunRequest
+from geomlens.pipeline.run import check_decomposable
+from geomlens.report import registry
+from geomlens.report.figure_level import FigureLevel
+from geomlens.report.page import write_report
+from geomlens.report.staged import Staged, report_stages, report_taps
+from geomlens.report.stages import StageRequest
+from geomlens.report.stages.concepts import DEFAULT_TASK, default_task
+from geomlens.report.stages.sphere import DEFAULT_PROMPT, check_prompt, load_nouns
+from geomlens.report.stages.walk import (
+    WALK_GENERATE,
     check_generate,
     default_text,
     encode_text,
     read_text_file,
 )
-from geomlens.corpus import Windows
-from geomlens.engines import EngineConfig
-from geomlens.errors import GeomlensError
-from geomlens.io.files import replacing
-from geomlens.io.progress import Step, StepLines
-from geomlens.io.runfolder import Run, RunFolder, open_run
-from geomlens.io.stored import store_compact
-from geomlens.models.facts import check_before_loading
-from geomlens.models.loading import eager_attention, load_configured
-from geomlens.models.view import ModelView
-from geomlens.report import registry
-from geomlens.report.figure_level import FigureLevel
-from geomlens.report.figures import deferred_rendering
-from geomlens.report.page import write_report
-from geomlens.stats import DecompositionAccumulator
-
-Stage = Analysis
-"""A report stage is an analysis step of run_command (commands.capture.Analysis)."""
-StageFactory = Callable[[Step], Stage]
-"""Builds a stage that reports its steps to the given reporter."""
-
-WALK_GENERATE = 8
-"""Tokens generated in the report's decoding walks (models that generate)."""
 
 CONCEPT_LIMIT = 40
 """Items of the multiple-choice task scored in the report (a small default slice)."""
-
-
-STAGE_SECTIONS = registry.stage_sections()
-"""The metrics.json sections each stage writes, as registered when imported (the report
-reads ``registry.stage_sections()`` when it runs): a stage is finished only with all of them."""
-
-SEQ2SEQ_STACKS = registry.seq2seq_stacks()
-"""Which stack of an encoder-decoder each section's numbers come from (metrics "stacks"),
-as registered when imported (the report reads ``registry.seq2seq_stacks()``)."""
-
-
-@dataclass(frozen=True)
-class StageRequest:
-    """What the report's stages read besides the run folder, the model, the windows and
-    the statistics: each registered stage is ``(request, step) -> Stage``."""
-
-    config: CaptureConfig
-    text: str | None
-    task: str | None
-    limit: int
-    skip_first: bool
-    progress: bool
-    words: list[str]
-
-
-def decomposition_stage(request: StageRequest, step: Step) -> Stage:
-    return analyse_decomposition(request.skip_first, request.config.seed, step)
-
-
-def sphere_stage(request: StageRequest, step: Step) -> Stage:
-    return analyse_sphere(request.config, request.words, DEFAULT_PROMPT, None, step)
-
-
-def walk_report_stage(request: StageRequest, step: Step) -> Stage:
-    return walk_stage(request.config.seed, WALK_GENERATE, step, request.text)
-
-
-def concepts_report_stage(request: StageRequest, step: Step) -> Stage:
-    return concepts_stage(request.config, request.task, request.limit, request.progress, step)
-
-
-def report_stages(request: StageRequest, generates: bool) -> list[tuple[str, str, StageFactory]]:
-    """The registered analyses' stages this model runs: (name, title, step -> stage)."""
-    return [
-        (a.name, a.title, functools.partial(registry.load(a.stage), request))
-        for a in registry.report_stages(generates)
-    ]
-
-
-def report_taps(stages: list[tuple[str, str, StageFactory]]) -> TapsFactory:
-    """The taps the report's capture fills for those stages."""
-    names = {name for name, _, _ in stages}
-    chosen = [a for a in registry.ANALYSES if a.name in names]
-    return tap_factory(**registry.tap_windows(chosen))
-
-
-def settle(
-    pending: list[tuple[str, list[Callable[[], None]]]], done: list[str], folder: RunFolder
-) -> None:
-    """Wait for the figures of the stages in ``pending``, recording each finished in order.
-
-    A stage counts as finished only once its figures are on disk: a child that failed
-    (a full disk, a kill) raises here, and that stage is left unrecorded.
-    """
-    while pending:
-        name, waits = pending[0]
-        for wait in waits:
-            wait()
-        pending.pop(0)
-        done.append(name)
-        lifecycle.record_stages(folder, done)
-
-
-def staged(stages: list[tuple[str, str, StageFactory]], progress: bool) -> Stage:
-    """Run stages in order, skipping those finished (see ``finished_stages``).
-
-    A stage's figures are drawn in forked processes while the next stage computes (see
-    ``rendered_in_background``); the stage is recorded in ``stages.json`` once they are
-    written, and every stage is recorded before this returns.
-    """
-
-    def analyse(
-        folder: RunFolder, view: ModelView, windows: Windows, acc: DecompositionAccumulator
-    ) -> None:
-        if view is not None and view.is_seq2seq:  # (stage tests run without a model)
-            folder.merge_metrics("stacks", registry.seq2seq_stacks())
-        names = [name for name, _, _ in stages]
-        done = lifecycle.finished_stages(folder, names, registry.stage_sections())
-        pending: list[tuple[str, list[Callable[[], None]]]] = []
-        try:
-            for i, (name, title, factory) in enumerate(stages, start=1):
-                prefix = f"[{i}/{len(stages)}] {title}"
-                if name in done:
-                    if progress:
-                        print(f"{prefix}: already done", file=sys.stderr)
-                    continue
-                if progress:
-                    print(f"{prefix} ...", file=sys.stderr, flush=True)
-                started = time.perf_counter()
-                with deferred_rendering() as waits:
-                    factory(StepLines(f"  {name}", progress))(folder, view, windows, acc)
-                settle(pending, done, folder)  # earlier stages: drawn while this one ran
-                pending.append((name, waits))
-                if not waits:
-                    settle(pending, done, folder)
-                if progress:
-                    elapsed = time.perf_counter() - started
-                    print(f"{prefix}: done in {elapsed:.0f} s", file=sys.stderr, flush=True)
-        except BaseException:
-            with suppress(Exception):  # record what finished drawing; the error goes on
-                settle(pending, done, folder)
-            raise
-        settle(pending, done, folder)
-
-    return analyse
-
-
-def walk_stage(seed: int, generate: int, step: Step, text: str | None = None) -> Stage:
-    """The walk analyses under eager attention (its kernels read attention weights), on
-    ``text`` (None: the packaged prompt, ``default_text``)."""
-
-    def analyse(
-        folder: RunFolder, view: ModelView, windows: Windows, acc: DecompositionAccumulator
-    ) -> None:
-        n = generate if view.generates else 0
-        with eager_attention(view):
-            walk = analyse_walk(text or default_text(), n, TOP_K, KERNEL_WINDOWS, seed, step)
-            walk(folder, view, windows, acc)
-
-    return analyse
-
-
-def default_task(name: str) -> str:
-    """``name`` when a data folder holds it, else the packaged slice of timedial.
-
-    The packaged file (the first 200 items of BIG-bench's timedial, Apache-2.0, see
-    geomlens/data/NOTICE-bigbench.md) lets the report run on a machine with no data folder.
-    """
-    from geomlens.concepts.tasks import load_task
-
-    try:
-        load_task(name)
-        return name
-    except GeomlensError:
-        return str(resources.files("geomlens") / "data" / "timedial_200.json")
-
-
-def concepts_stage(
-    config: CaptureConfig, task: str | None, limit: int, progress: bool, step: Step
-) -> Stage:
-    """The concept-space tests on a small slice of a task, as a run folder of their own.
-
-    The tests run into ``DIR/concepts`` (which caches the baseline and each scheme) and
-    their "concepts" section is copied into the report's metrics.
-    """
-
-    def analyse(
-        folder: RunFolder, view: ModelView, windows: Windows, acc: DecompositionAccumulator
-    ) -> None:
-        from geomlens.commands.concepts import DEFAULT_TASK, ConceptsConfig, run_concepts
-
-        concepts = ConceptsConfig(
-            model=config.model,
-            task=task or default_task(DEFAULT_TASK),
-            limit=limit,
-            seed=config.seed,
-            device=config.device,
-            dtype=config.dtype,
-            trust_remote_code=config.trust_remote_code,
-        )
-        step(f"{Path(concepts.task).stem}: {limit} items, the baseline and each scheme")
-        run = run_concepts(concepts, folder.path / "concepts", view=view, progress=progress)
-        figure = run.path / "figures" / "concepts_schemes.png"
-        if figure.exists():
-            (folder.path / "figures").mkdir(exist_ok=True)
-            with replacing(folder.path / "figures" / figure.name) as tmp:
-                shutil.copyfile(figure, tmp)
-        folder.merge_metrics("concepts", run.metrics["concepts"])
-
-    return analyse
 
 
 def preflight(
@@ -280,7 +73,6 @@ def preflight(
     check_generate(view, len(ids), WALK_GENERATE if view.generates else 0)
     check_prompt(view, DEFAULT_PROMPT)
     if view.generates:
-        from geomlens.commands.concepts import DEFAULT_TASK
         from geomlens.concepts.baseline import prepare
         from geomlens.concepts.tasks import load_task
 
@@ -363,8 +155,8 @@ def _report_locked(
     if view is None:
         view = load_configured(config)
     words = load_nouns(None)
-    request = StageRequest(config, text, task, limit, skip_first, progress, words)
-    stages = report_stages(request, view.generates)
+    stage_request = StageRequest(config, text, task, limit, skip_first, progress, words)
+    stages = report_stages(stage_request, view.generates)
     options = {
         "skip_first": skip_first,
         "task": task,
@@ -374,20 +166,21 @@ def _report_locked(
     if text is not None:  # the default leaves earlier runs' configs as they were
         options["walk_text_sha256"] = hashlib.sha256(text.encode()).hexdigest()
     written = registry.stage_sections()
-    run = run_command(
+    request = RunRequest(
         "report",
         config,
         out,
         options=options,
-        analyse=staged(stages, progress),
+        analysis=Staged(stages, progress),
         view=view,
         progress=progress,
         checkpoint_every_s=checkpoint_every_s,
-        engine=engine,
+        engine=engine or EngineConfig(),
         figures=figures,
-        sections=("capture", *(s for name, _, _ in stages for s in written[name])),
+        sections=("capture", *(s for stage in stages for s in written[stage.name])),
         taps=report_taps(stages),
     )
+    run = pipeline.run(request)
     store_compact(run.path)  # every stage has read the interval groups: keep what is read later
     write_report(run.path)
     return open_run(run.path)

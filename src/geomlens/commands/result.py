@@ -52,7 +52,7 @@ def layer_tables(metrics: dict[str, Any], path: str = "") -> dict[str, list[dict
 
 def pandas() -> Any:
     """The pandas module, or one sentence saying how to install it."""
-    from geomlens.commands.extras import available, install_hint
+    from geomlens.io.extras import available, install_hint
 
     if not available("pandas"):
         raise GeomlensError(
@@ -112,7 +112,7 @@ class Result:
         Gram matrices, heatmaps, head probes, walks and the other static figures are
         matplotlib PNGs: see ``images``.
         """
-        from geomlens.report.run_figures import figures_of
+        from geomlens.report.registry import figures_of
 
         return figures_of(self.folder, self.metrics)
 
@@ -192,7 +192,7 @@ def open_result(folder: str | Path) -> Result:
 
     run = open_run(folder)  # refuses a folder without a finished run
     command = run.manifest.get("command")
-    known = registry.summaries()
+    known = registry.command_summaries()
     if command not in known:
         names = ", ".join(known)
         raise GeomlensError(f"{run.path} holds a run of {command!r}, not one of {names}.")

@@ -983,39 +983,13 @@ def concept_claims(metrics: dict[str, Any], model: dict[str, Any]) -> list[Claim
     return found
 
 
-def claims(metrics: dict[str, Any], model: dict[str, Any] | None = None) -> list[Claim]:
-    """Every claim, in the order of the papers' sections (each registered analysis's, see
-    ``report/registry.py``), with the published numbers for this run's model or setting
-    beside them.
-
-    Args:
-        metrics: a run's metrics.json.
-        model: the manifest's "model" record (kind, position scheme, head count; None: a
-            decoder).
-    """
-    from geomlens.report.registry import ANALYSES  # (the registry names these functions)
-
-    model = model or {}
-    found = [c for a in ANALYSES if a.claims is not None for c in a.claims(metrics, model)]
+def with_published_scores(found: list[Claim], model: dict[str, Any]) -> list[Claim]:
+    """``found`` with the scores a paper publishes for this model beside each claim."""
     scores = published_scores(model)
     return [
         replace(c, published="; ".join(p for p in (c.published, scores.get(c.id, "")) if p))
         for c in found
     ]
-
-
-def claim_records(
-    metrics: dict[str, Any], model: dict[str, Any] | None = None
-) -> list[dict[str, Any]]:
-    """The claims as metrics.json keeps them."""
-    return [c.to_dict() for c in claims(metrics, model)]
-
-
-def run_claims(metrics: dict[str, Any], manifest: dict[str, Any]) -> list[dict[str, Any]]:
-    """The claims a run holds in metrics.json, or (a run made before they were kept) its
-    claims computed now from its numbers."""
-    stored = metrics.get("claims")
-    return list(stored) if stored is not None else claim_records(metrics, manifest.get("model"))
 
 
 def run_published(metrics: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any] | None:

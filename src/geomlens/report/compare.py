@@ -19,9 +19,10 @@ from geomlens.errors import GeomlensError
 from geomlens.io.files import damaged, replacing, write_text_atomic
 from geomlens.io.runfolder import RERUN, Run, open_run
 from geomlens.report import interactive as plots
-from geomlens.report.claims import run_claims, run_published, skip_first_layers
+from geomlens.report.claims import run_published, skip_first_layers
 from geomlens.report.html import escape, plot, section, table
 from geomlens.report.page import LOADER, STYLE
+from geomlens.report.registry import run_claims
 from geomlens.report.sections.overview import published_tables
 
 COLUMNS = (

@@ -23,8 +23,6 @@ from geomlens.report import registry
 from geomlens.report.glossary import describe
 from geomlens.report.html import escape, packed, section
 
-SECTIONS = tuple((s.anchor, s.title) for s in registry.REGISTRY)
-
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:0;color:#222;line-height:1.45}
 nav{position:sticky;top:0;background:#1f3a5f;padding:.4em 1em;z-index:10}
@@ -150,7 +148,10 @@ def stored_note(run: Run) -> str:
 
 
 def build_page(run: Run) -> str:
-    """The whole page as one HTML string."""
+    """The whole page as one HTML string (a run made before its claims were kept gets
+    them computed from its numbers)."""
+    if "claims" not in run.metrics:
+        run.metrics["claims"] = registry.run_claims(run.metrics, run.manifest)
     shown = [s for s in registry.page_sections() if s.present(run)]
     nav = "".join(f'<a href="#{s.anchor}">{escape(s.title)}</a>' for s in shown)
     nav += '<a href="#glossary">Glossary</a>'

@@ -6,35 +6,31 @@ headline numbers, a run's plotly figures, the claims and the sections of report.
 all read from ``ANALYSES``; adding an analysis with its own report section is its module,
 its figures, its page section (``report/sections/``) and one entry here.
 
-The registry sits below the commands (which import it). What lives in the commands (a
-report stage, a command's finishing lines, a tap's window count) it names as an entry
-point, ``"module:attribute"``, imported when first used (as ``cli`` imports a command's
-module by name).
+The registry sits below the pipeline and the commands (which import it) and above what it
+lists: the analysis steps (``report/stages/``), the page sections, the claims, headlines,
+figures and summaries; none of those imports it. What needs every analysis at once (the
+claims of a run, its figures, its headline) is read through the functions here.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from geomlens.report import claims as paper_claims
-from geomlens.report import headlines, run_figures
+from geomlens.report import headlines, run_figures, summaries
 from geomlens.report.section import Section
 from geomlens.report.sections import attention, concepts, decomposition, overview, sphere, walk
+from geomlens.report.stages import StageFactory
+from geomlens.report.stages import concepts as concepts_stage
+from geomlens.report.stages import decomposition as decomposition_stage
+from geomlens.report.stages import sphere as sphere_stage
+from geomlens.report.stages import walk as walk_stage
 
-Ref = str | Callable[..., Any]
-"""A callable, or its entry point "module:attribute" in a layer above (the commands)."""
-
-
-def load(ref: Any) -> Any:
-    """The object an entry point names (anything else is returned as it is)."""
-    if not isinstance(ref, str):
-        return ref
-    module, _, name = ref.partition(":")
-    return getattr(importlib.import_module(module), name)
+Windows = Callable[[], int]
+"""A tap's window count, read when the run starts (tests lower the module constants)."""
 
 
 @dataclass(frozen=True)
@@ -45,11 +41,12 @@ class AnalysisEntry:
         name: its name; its report stage's name (``stages.json``) when it has one.
         writes: the metrics.json sections it writes (its stage is finished only with all).
         section: its section of report.html (None: not on the page).
-        stage: its report stage, ``(request, step) -> Stage`` (``commands/report.py``'s
-            ``StageRequest``; None: the report runs it inside another's stage, or not).
+        stage: its report stage, ``(request, step) -> Analysis`` (``report/stages/``; None:
+            the report runs it inside another's stage, or not).
         title: the stage's line in the report's progress.
         generating_only: the report runs its stage only on models that generate.
-        taps: tap keyword of ``tap_factory`` -> windows it fills, for the report's capture.
+        taps: tap keyword of ``analyses.taps.tap_factory`` -> the windows it fills, for the
+            report's capture.
         command: the command that runs it on its own ("" none).
         captures: that command runs a capture (its run also holds the "capture" section).
         summary: the lines that command prints when it finishes, ``run -> list[str]``.
@@ -62,13 +59,13 @@ class AnalysisEntry:
     name: str
     writes: tuple[str, ...] = ()
     section: Section | None = None
-    stage: Ref | None = None
+    stage: StageFactory | None = None
     title: str = ""
     generating_only: bool = False
-    taps: Mapping[str, Ref] = field(default_factory=dict)
+    taps: Mapping[str, Windows] = field(default_factory=dict)
     command: str = ""
     captures: bool = True
-    summary: Ref | None = None
+    summary: Callable[[Any], list[str]] | None = None
     headline: Callable[[dict[str, Any]], list[tuple[str, Any]]] | None = None
     figures: Callable[[Path, dict[str, Any]], dict[str, Any]] | None = None
     claims: Callable[[dict[str, Any], dict[str, Any]], list[paper_claims.Claim]] | None = None
@@ -80,7 +77,7 @@ ANALYSES: tuple[AnalysisEntry, ...] = (
         "capture",
         writes=("capture",),
         command="capture",
-        summary="geomlens.commands.summaries:capture_lines",
+        summary=summaries.capture_lines,
         headline=headlines.capture_headline,
         figures=run_figures.capture_run_figures,
     ),
@@ -88,10 +85,10 @@ ANALYSES: tuple[AnalysisEntry, ...] = (
         "decomposition",
         writes=("decomposition", "attention", "induction"),
         section=decomposition.SECTION,
-        stage="geomlens.commands.report:decomposition_stage",
+        stage=decomposition_stage.decomposition_stage,
         title="position and context",
         command="decompose",
-        summary="geomlens.commands.summaries:decompose_lines",
+        summary=summaries.decompose_lines,
         headline=headlines.decomposition_headline,
         figures=run_figures.decomposition_run_figures,
         claims=paper_claims.position_claims,
@@ -110,11 +107,11 @@ ANALYSES: tuple[AnalysisEntry, ...] = (
         "sphere",
         writes=("sphere",),
         section=sphere.SECTION,
-        stage="geomlens.commands.report:sphere_stage",
+        stage=sphere_stage.sphere_stage,
         title="layer norm and the hypersphere",
-        taps={"norms": "geomlens.commands.sphere:IDENTITY_WINDOWS"},
+        taps={"norms": sphere_stage.identity_windows},
         command="sphere",
-        summary="geomlens.commands.summaries:sphere_lines",
+        summary=summaries.sphere_lines,
         headline=headlines.sphere_headline,
         claims=paper_claims.sphere_claims,
         stacks={"sphere": "encoder"},
@@ -123,11 +120,11 @@ ANALYSES: tuple[AnalysisEntry, ...] = (
         "walk",
         writes=("walk",),
         section=walk.SECTION,
-        stage="geomlens.commands.report:walk_report_stage",
+        stage=walk_stage.walk_stage,
         title="movement through embedding space",
-        taps={"attention": "geomlens.commands.walk:KERNEL_WINDOWS"},
+        taps={"attention": walk_stage.kernel_windows},
         command="walk",
-        summary="geomlens.commands.summaries:walk_lines",
+        summary=summaries.walk_lines,
         headline=headlines.walk_headline,
         figures=run_figures.walk_run_figures,
         claims=paper_claims.walk_claims,
@@ -137,12 +134,12 @@ ANALYSES: tuple[AnalysisEntry, ...] = (
         "concepts",
         writes=("concepts",),
         section=concepts.SECTION,
-        stage="geomlens.commands.report:concepts_report_stage",
+        stage=concepts_stage.concepts_stage,
         title="concept-space tests",
         generating_only=True,
         command="concepts",
         captures=False,  # it scores a task's items; no corpus is captured
-        summary="geomlens.commands.summaries:concepts_lines",
+        summary=summaries.concepts_lines,
         headline=headlines.concepts_headline,
         figures=run_figures.concepts_run_figures,
         claims=paper_claims.concept_claims,
@@ -154,7 +151,7 @@ ANALYSES: tuple[AnalysisEntry, ...] = (
 )
 """Every analysis, in the order of the page, the headline, the figures and the claims."""
 
-REPORT_SUMMARY = "geomlens.commands.summaries:report_lines"
+REPORT_SUMMARY = summaries.report_lines
 """The report's own finishing line (the report runs every analysis with a stage)."""
 
 
@@ -196,22 +193,66 @@ def command_sections() -> dict[str, tuple[str, ...]]:
 
 def tap_windows(entries: list[AnalysisEntry]) -> dict[str, int]:
     """The taps ``entries`` need: ``tap_factory``'s keyword -> windows."""
-    return {key: int(load(ref)) for a in entries for key, ref in a.taps.items()}
+    return {key: int(windows()) for a in entries for key, windows in a.taps.items()}
 
 
-def summaries() -> dict[str, Ref]:
+SummaryLines = Callable[[Any], list[str]]
+"""A command's finishing lines: its run -> the lines printed."""
+
+
+def command_summaries() -> dict[str, SummaryLines]:
     """Command (a manifest's "command") -> its finishing lines, for every command that
     returns a ``Result``."""
-    found: dict[str, Ref] = {a.command: a.summary for a in ANALYSES if a.command and a.summary}
+    found = {a.command: a.summary for a in ANALYSES if a.command and a.summary is not None}
     return {**found, "report": REPORT_SUMMARY}
 
 
 def summary_lines(command: str, run: Any) -> list[str]:
     """The lines ``geomlens <command>`` prints when it finishes."""
-    lines: list[str] = load(summaries()[command])(run)
-    return lines
+    return command_summaries()[command](run)
 
 
 def headline(metrics: dict[str, Any]) -> list[tuple[str, Any]]:
     """A few numbers that say what the run found: each analysis's, in order."""
     return [pair for a in ANALYSES if a.headline is not None for pair in a.headline(metrics)]
+
+
+def claims(
+    metrics: dict[str, Any], model: dict[str, Any] | None = None
+) -> list[paper_claims.Claim]:
+    """Every claim, in the order of the papers' sections (each analysis's), with the
+    published numbers for this run's model or setting beside them.
+
+    Args:
+        metrics: a run's metrics.json.
+        model: the manifest's "model" record (kind, position scheme, head count; None: a
+            decoder).
+    """
+    model = model or {}
+    found = [c for a in ANALYSES if a.claims is not None for c in a.claims(metrics, model)]
+    return paper_claims.with_published_scores(found, model)
+
+
+def claim_records(
+    metrics: dict[str, Any], model: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """The claims as metrics.json keeps them."""
+    return [c.to_dict() for c in claims(metrics, model)]
+
+
+def run_claims(metrics: dict[str, Any], manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """The claims a run holds in metrics.json, or (a run made before they were kept) its
+    claims computed now from its numbers."""
+    stored = metrics.get("claims")
+    return list(stored) if stored is not None else claim_records(metrics, manifest.get("model"))
+
+
+def figures_of(folder: Path, metrics: dict[str, Any]) -> dict[str, Any]:
+    """Every plotly figure the run folder's saved numbers and figures give, by name: each
+    analysis's, then those saved as plotly JSON."""
+    figures: dict[str, Any] = {}
+    for analysis in ANALYSES:
+        if analysis.figures is not None:
+            figures.update(analysis.figures(folder, metrics))
+    figures.update(run_figures.saved_figures(folder))
+    return figures

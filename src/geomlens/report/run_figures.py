@@ -172,19 +172,6 @@ def concepts_run_figures(folder: Path, metrics: dict[str, Any]) -> dict[str, go.
     return concepts_figures(concepts)
 
 
-def figures_of(folder: Path, metrics: dict[str, Any]) -> dict[str, go.Figure]:
-    """Every plotly figure the run folder's saved numbers and figures give, by name: each
-    registered analysis's (``report/registry.py``), then those saved as plotly JSON."""
-    from geomlens.report.registry import ANALYSES
-
-    figures: dict[str, go.Figure] = {}
-    for analysis in ANALYSES:
-        if analysis.figures is not None:
-            figures.update(analysis.figures(folder, metrics))
-    figures.update(saved_figures(folder))
-    return figures
-
-
 def images_of(folder: Path) -> dict[str, Path]:
     """The run's static PNG figures by file stem."""
     figures = folder / "figures"

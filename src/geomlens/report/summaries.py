@@ -1,11 +1,13 @@
 """What each command prints when it finishes, as lines (the CLI prints exactly these).
 
-Each analysis's entry in ``report/registry.py`` names its command's function here.
+Each analysis's entry in ``report/registry.py`` holds its command's function here.
 """
 
 from __future__ import annotations
 
 from geomlens.io.runfolder import Run
+from geomlens.report.stages import concepts as concepts_stage
+from geomlens.report.stages import walk as walk_stage
 
 
 def capture_lines(run: Run) -> list[str]:
@@ -45,19 +47,15 @@ def sphere_lines(run: Run) -> list[str]:
 
 
 def walk_lines(run: Run) -> list[str]:
-    from geomlens.commands.walk import summary_lines
-
     header = f"walk written to {run.path} (metrics.json, similarity.safetensors, figures/)"
-    return [header, *summary_lines(run)]
+    return [header, *walk_stage.summary_lines(run)]
 
 
 def concepts_lines(run: Run) -> list[str]:
-    from geomlens.commands.concepts import summary_lines
-
     return [
         f"concept-space tests written to {run.path} (metrics.json, predictions.jsonl,",
         "  sweep_table.md, top10.md, schemes/, figures/)",
-        *summary_lines(run),
+        *concepts_stage.summary_lines(run),
     ]
 
 

@@ -1,4 +1,5 @@
-"""``geomlens concepts``: baseline, concept-space tests and sweeps written to one run folder.
+"""The concept-space tests (Singh 2023) of ``geomlens concepts`` and of the report's
+concepts stage: baseline, schemes and sweeps written to one run folder.
 
 Writes ``manifest.json``, ``predictions.jsonl`` (the baseline per item),
 ``schemes/<hash>.json`` (each scheme's per-item scores, the cache a rerun resumes from),
@@ -8,20 +9,19 @@ Writes ``manifest.json``, ``predictions.jsonl`` (the baseline per item),
 
 from __future__ import annotations
 
-import argparse
 import json
+import shutil
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from geomlens.commands import lifecycle
-from geomlens.commands.options import finished, folder_for, parse_limit
-from geomlens.commands.result import Result, result_of
+from geomlens.capture.capture import CaptureConfig
 from geomlens.concepts.baseline import (
     BATCH_TOKENS,
     FEEDS,
@@ -48,9 +48,11 @@ from geomlens.concepts.sweep import (
 )
 from geomlens.concepts.sweep import table_markdown as sweep_markdown
 from geomlens.concepts.tasks import Task, load_task
+from geomlens.corpus import Windows
 from geomlens.errors import GeomlensError
-from geomlens.io.files import write_text_atomic
-from geomlens.io.progress import item_bar
+from geomlens.io import lifecycle
+from geomlens.io.files import replacing, write_text_atomic
+from geomlens.io.progress import Step, item_bar
 from geomlens.io.runfolder import (
     Run,
     RunFolder,
@@ -60,6 +62,8 @@ from geomlens.io.runfolder import (
 from geomlens.models.facts import check_before_loading
 from geomlens.models.loading import load_configured, resolve_folder
 from geomlens.models.view import ModelView
+from geomlens.report.stages import StageRequest
+from geomlens.stats import DecompositionAccumulator
 from geomlens.stats.finite import require_finite_weights
 
 DEFAULT_LIMIT = 50
@@ -475,102 +479,57 @@ def summary_lines(run: Run) -> list[str]:
     return lines
 
 
-def task_of(config: ConceptsConfig) -> Task:
-    """The task a config names (for callers that want to inspect it first)."""
-    return load_task(config.task, config.data_dir)
+def default_task(name: str) -> str:
+    """``name`` when a data folder holds it, else the packaged slice of timedial.
+
+    The packaged file (the first 200 items of BIG-bench's timedial, Apache-2.0, see
+    geomlens/data/NOTICE-bigbench.md) lets the report run on a machine with no data folder.
+    """
+    try:
+        load_task(name)
+        return name
+    except GeomlensError:
+        return str(resources.files("geomlens") / "data" / "timedial_200.json")
 
 
 @dataclass(frozen=True)
-class ConceptsRunConfig:
-    """What ``geomlens concepts`` runs.
+class ConceptsStage:
+    """The report's concept-space stage (an ``Analysis``): the tests on a small slice of a
+    task, as a run folder of their own.
 
-    Attributes:
-        concepts: the tests (model, task, schemes, ...: the run's identity).
-        out: the run folder.
-        progress: show progress output.
+    The tests run into ``DIR/concepts`` (which caches the baseline and each scheme) and
+    their "concepts" section is copied into the report's metrics.
     """
 
-    concepts: ConceptsConfig
-    out: str | Path
-    progress: bool = True
+    config: CaptureConfig
+    task: str | None
+    limit: int
+    progress: bool
+    step: Step
 
-    @classmethod
-    def of(cls, arguments: Mapping[str, Any]) -> ConceptsRunConfig:
-        """The config of ``geomlens.concepts(...)``'s keyword arguments (the command
-        line's options under the same names)."""
-        data_dir, sweep = arguments["data_dir"], arguments["sweep"]
+    def __call__(
+        self, folder: RunFolder, view: ModelView, windows: Windows, acc: DecompositionAccumulator
+    ) -> None:
+        config, limit = self.config, self.limit
         concepts = ConceptsConfig(
-            model=str(arguments["model"]),
-            task=str(arguments["task"]),
-            shots=arguments["shots"],
-            limit=arguments["limit"],
-            schemes=tuple(arguments["schemes"] or ()),
-            sweep=None if sweep is None else str(sweep),
-            seed=arguments["seed"],
-            data_dir=None if data_dir is None else str(data_dir),
-            device=arguments["device"],
-            dtype=arguments["dtype"],
-            batch_tokens=arguments["batch_tokens"],
-            feed=arguments["feed"],
-            trust_remote_code=arguments["trust_remote_code"],
+            model=config.model,
+            task=self.task or default_task(DEFAULT_TASK),
+            limit=limit,
+            seed=config.seed,
+            device=config.device,
+            dtype=config.dtype,
+            trust_remote_code=config.trust_remote_code,
         )
-        out = folder_for("concepts", arguments["out"], arguments["model"])
-        return cls(concepts=concepts, out=out, progress=arguments["progress"])
+        self.step(f"{Path(concepts.task).stem}: {limit} items, the baseline and each scheme")
+        run = run_concepts(concepts, folder.path / "concepts", view=view, progress=self.progress)
+        figure = run.path / "figures" / "concepts_schemes.png"
+        if figure.exists():
+            (folder.path / "figures").mkdir(exist_ok=True)
+            with replacing(folder.path / "figures" / figure.name) as tmp:
+                shutil.copyfile(figure, tmp)
+        folder.merge_metrics("concepts", run.metrics["concepts"])
 
 
-def run(config: ConceptsRunConfig, *, view: ModelView | None = None) -> Result:
-    """``geomlens concepts`` (and ``geomlens.concepts(...)``)."""
-    done = run_concepts(config.concepts, config.out, view=view, progress=config.progress)
-    return result_of("concepts", done)
-
-
-HELP = "concept-space tests on a multiple-choice task (Singh 2023)"
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    p = parser
-    p.add_argument("--model", default="smollm2-135m", help="bundled name, folder, .gguf or HF id")
-    p.add_argument("--task", default="timedial", help="task file, or a name in the data folder")
-    p.add_argument(
-        "--data-dir", default=None, help="where task names are looked up (default: $GEOMLENS_DATA)"
-    )
-    p.add_argument("--shots", type=int, default=0, metavar="K", help="solved examples per item")
-    p.add_argument(
-        "--limit", type=parse_limit, default=50, metavar="N", help="first N items, or 'all' (50)"
-    )
-    p.add_argument(
-        "--scheme",
-        action="append",
-        default=None,
-        metavar="S",
-        help="a preset (sanity, standard, sentences_E, examples_mid, similarity_mid) or "
-        "key=value pairs; repeat for several (default: sanity, sentences_E, examples_mid, "
-        "similarity_mid)",
-    )
-    p.add_argument("--sweep", default=None, metavar="GRID", help="YAML or JSON grid of schemes")
-    p.add_argument("--seed", type=int, default=0, help="few-shot sampling and bootstrap seed")
-    p.add_argument("--device", default="cpu", help="cpu or cuda")
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
-    p.add_argument("--batch-tokens", type=int, default=2048, help="padded tokens per forward")
-    p.add_argument(
-        "--feed",
-        default="encoder",
-        choices=["encoder", "decoder"],
-        help="encoder-decoders: test 1's vectors are the encoder's input (encoder, default) "
-        "or its output, through its final norm (decoder)",
-    )
-    p.add_argument("--quiet", action="store_true", help="no progress output")
-    p.add_argument(
-        "--trust-remote-code",
-        action="store_true",
-        help="let a model folder run its own Python code (auto_map); off by default",
-    )
-    p.add_argument("--out", default=None, help="run folder (default: runs/concepts-<model>)")
-
-
-def main(args: argparse.Namespace) -> int:
-    names = ["model", "task", "data_dir", "shots", "limit", "sweep", "seed", "device", "dtype"]
-    names += ["batch_tokens", "feed", "trust_remote_code", "out"]
-    arguments = {name: getattr(args, name) for name in names}
-    arguments.update(schemes=args.scheme, progress=not args.quiet)
-    return finished(run(ConceptsRunConfig.of(arguments)))
+def concepts_stage(request: StageRequest, step: Step) -> ConceptsStage:
+    """The report's concept-space stage."""
+    return ConceptsStage(request.config, request.task, request.limit, request.progress, step)

@@ -1,6 +1,7 @@
-"""``geomlens decompose``: the position/context analysis of one captured run.
+"""The position/context analysis of one captured run (``geomlens decompose``, the report's
+first stage).
 
-Joins capture, the pure analyses and the figures: both views of position 0 are computed
+Joins the pure analyses and the figures: both views of position 0 are computed
 (the chosen one is primary), numbers go to ``metrics.json`` under "decomposition", the
 first 64 singular values of each positional part to ``decomposition_spectra.json`` (the
 noise-free ones under ``*_corrected``), and
@@ -9,12 +10,9 @@ figures to ``figures/``.
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import torch
@@ -24,20 +22,17 @@ from geomlens.analyses.decomposition import LayerDecomposition, analyse_layers
 from geomlens.analyses.decomposition_intervals import decomposition_intervals
 from geomlens.analyses.induction import induction_heads
 from geomlens.analyses.qk_basis import qk_positional_basis
-from geomlens.capture.capture import CaptureConfig
 from geomlens.capture.hooks import hidden_states
-from geomlens.commands.capture import CaptureRunConfig, run_command
-from geomlens.commands.options import add_capture_options, capture_options, finished
-from geomlens.commands.result import Result
 from geomlens.corpus import Windows
 from geomlens.errors import GeomlensError
-from geomlens.io.progress import Step, StepLines, quiet, step_bar
-from geomlens.io.runfolder import Run, RunFolder, write_json
+from geomlens.io.progress import Step, quiet, step_bar
+from geomlens.io.runfolder import RunFolder, write_json
 from geomlens.models.loading import eager_attention
 from geomlens.models.view import ModelView
 from geomlens.report import attention_figures as attn_figs
 from geomlens.report import decomposition_figures as figs
 from geomlens.report.figures import pick_layers, save_all, save_in_background
+from geomlens.report.stages import StageRequest
 from geomlens.stats import DecompositionAccumulator
 
 
@@ -150,13 +145,20 @@ def induction(view: ModelView, seed: int, figures: list[tuple[Any, str]]) -> dic
     return result.to_dict()
 
 
-def analyse_decomposition(skip_first: bool, seed: int, step: Step = quiet):  # type: ignore[no-untyped-def]
-    """The analysis step of ``run_command`` for ``decompose``; ``step`` hears each step
-    start, and the per-layer steps show a bar (``step_bar``)."""
+@dataclass(frozen=True)
+class DecompositionAnalysis:
+    """The decomposition's analysis step (an ``Analysis``): both views of position 0, the
+    intervals, the spectra, attention in the positional basis and induction heads.
+    ``step`` hears each step start, and the per-layer steps show a bar (``step_bar``)."""
 
-    def analyse(
-        folder: RunFolder, view: ModelView, windows: Windows, acc: DecompositionAccumulator
+    skip_first: bool
+    seed: int
+    step: Step = quiet
+
+    def __call__(
+        self, folder: RunFolder, view: ModelView, windows: Windows, acc: DecompositionAccumulator
     ) -> None:
+        skip_first, seed, step = self.skip_first, self.seed, self.step
         labels = np.asarray(windows.labels)
         out = folder.path / "figures"
         step("both views of every layer")
@@ -210,56 +212,7 @@ def analyse_decomposition(skip_first: bool, seed: int, step: Step = quiet):  # t
         save_all([(fig, out / name) for fig, name in attention_figures])
         wait()
 
-    return analyse
 
-
-def run_decompose(
-    config: CaptureConfig, out: str | Path, *, skip_first: bool = False, **kwargs: Any
-) -> Run:
-    """Capture (with second moments) and analyse the position/context decomposition."""
-    if not config.second_moment:
-        config = dataclasses.replace(config, second_moment=True)
-    return run_command(
-        "decompose",
-        config,
-        out,
-        options={"skip_first": skip_first},
-        analyse=analyse_decomposition(
-            skip_first, config.seed, StepLines("decompose", kwargs.get("progress", True))
-        ),
-        **kwargs,
-    )
-
-
-@dataclass(frozen=True)
-class DecomposeConfig(CaptureRunConfig):
-    """What ``geomlens decompose`` runs: ``CaptureRunConfig``'s fields, and
-
-    Attributes:
-        skip_first: the primary view leaves position 0 out (both views are computed).
-    """
-
-    skip_first: bool = False
-
-    command: ClassVar[str] = "decompose"
-
-
-def run(config: DecomposeConfig, *, view: ModelView | None = None) -> Result:
-    """``geomlens decompose`` (and ``geomlens.decompose(...)``)."""
-    return config.result(run_decompose, view, skip_first=config.skip_first)
-
-
-HELP = "position/context decomposition of the hidden states"
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_capture_options(parser)
-    parser.add_argument(
-        "--skip-first",
-        action="store_true",
-        help="leave position 0 out of every number (both views are computed and kept)",
-    )
-
-
-def main(args: argparse.Namespace) -> int:
-    return finished(run(DecomposeConfig.of(capture_options(args, "skip_first"))))
+def decomposition_stage(request: StageRequest, step: Step) -> DecompositionAnalysis:
+    """The report's position and context stage."""
+    return DecompositionAnalysis(request.skip_first, request.config.seed, step)

@@ -1,6 +1,7 @@
-"""``geomlens sphere``: layer norm and the hypersphere (Molina 2023, "Traveling Words").
+"""Layer norm and the hypersphere (Molina 2023, "Traveling Words"): the analysis step of
+``geomlens sphere`` and of the report's sphere stage.
 
-Joins capture, the pure analyses and the figures. The capture also fills every norm's
+Joins the pure analyses and the figures. The capture also fills every norm's
 statistics from the first few corpus windows (its "norms" tap: identity and radii); the
 analysis step runs forward passes of its own only on the prompt (logit lens, FFN
 contributions). Numbers
@@ -11,14 +12,12 @@ go to ``metrics.json`` under "sphere"; token tables to ``sphere_heads.json`` and
 
 from __future__ import annotations
 
-import argparse
-import hashlib
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import torch
@@ -26,30 +25,32 @@ import torch
 from geomlens.analyses import ffn as ffn_analysis
 from geomlens.analyses import head_probe, lens
 from geomlens.analyses import sphere as sph
+from geomlens.analyses.taps import filled_tap
 from geomlens.analyses.word_frequency import english_zipf
 from geomlens.capture.capture import CaptureConfig
 from geomlens.capture.hooks import hidden_states, recording_inputs
 from geomlens.capture.taps import Taps, fill_taps
-from geomlens.commands.capture import CaptureRunConfig, filled_tap, run_command, tap_factory
-from geomlens.commands.extras import used
-from geomlens.commands.options import add_capture_options, capture_options, finished, parse_layers
-from geomlens.commands.result import Result
 from geomlens.corpus import Windows, load_corpus
 from geomlens.corpus.tokenized import document_ids
 from geomlens.errors import FILE_LIMITS, GeomlensError, short_list, within_limit
+from geomlens.io.extras import used
 from geomlens.io.files import read_user_text
 from geomlens.io.progress import Step, StepLines, quiet, step_bar
-from geomlens.io.runfolder import Run, RunFolder, write_json
-from geomlens.models.facts import check_before_loading
-from geomlens.models.loading import load_configured
+from geomlens.io.runfolder import RunFolder, write_json
 from geomlens.models.view import ModelView
 from geomlens.report import sphere_figures as figs
 from geomlens.report.figures import drawn, rendered_in_background, save_later
+from geomlens.report.stages import StageRequest
 from geomlens.stats import DecompositionAccumulator
 
 DEFAULT_PROMPT = "To kill two birds with one stone"
 IDENTITY_WINDOWS = 4
 UMAP_TOKENS = 3000
+
+
+def identity_windows() -> int:
+    """The windows whose norm statistics the capture fills (its "norms" tap)."""
+    return IDENTITY_WINDOWS
 
 
 def load_nouns(path: str | Path | None = None) -> list[str]:
@@ -175,18 +176,28 @@ def lens_and_ffn(
     return hidden, traj, ffn
 
 
-def analyse_sphere(
-    config: CaptureConfig,
-    nouns: list[str],
-    prompt: str,
-    probe_layers: list[int] | None,
-    step: Step = quiet,
-):  # type: ignore[no-untyped-def]
-    """The analysis step of ``run_command`` for ``sphere``; ``step`` hears each step start."""
+@dataclass(frozen=True)
+class SphereAnalysis:
+    """The sphere's analysis step (an ``Analysis``): the layer-norm identity, orientation,
+    top tokens, the head probe, the logit lens, FFN sub-updates and the UMAP map; ``step``
+    hears each step start."""
 
-    def analyse(
-        folder: RunFolder, view: ModelView, windows: Windows, acc: DecompositionAccumulator
+    config: CaptureConfig
+    nouns: list[str]
+    prompt: str
+    probe_layers: list[int] | None
+    step: Step = quiet
+
+    def __call__(
+        self, folder: RunFolder, view: ModelView, windows: Windows, acc: DecompositionAccumulator
     ) -> None:
+        config, nouns, prompt, probe_layers, step = (
+            self.config,
+            self.nouns,
+            self.prompt,
+            self.probe_layers,
+            self.step,
+        )
         step("norm statistics and top tokens")
         tokens = token_strings(view)
         n_id = min(IDENTITY_WINDOWS, windows.n_contexts)
@@ -244,8 +255,6 @@ def analyse_sphere(
         if drawn():
             sphere_figures(folder.path / "figures", orient, top, probe, traj, map3, tokens)
 
-    return analyse
-
 
 def check_probe_layers(model: str, view: ModelView | None, layers: list[int] | None) -> None:
     """Refuse an empty list of probe layers, and layers out of range (when the depth is
@@ -281,102 +290,6 @@ def check_prompt(view: ModelView, prompt: str) -> list[int]:
     return prompt_ids
 
 
-def run_sphere(
-    config: CaptureConfig,
-    out: str | Path,
-    *,
-    nouns: str | Path | None = None,
-    prompt: str = DEFAULT_PROMPT,
-    layers: Sequence[int] | None = None,
-    **kwargs: Any,
-) -> Run:
-    """Capture, then the sphere analyses: identity, orientation, top tokens, heads, FFN, lens.
-
-    Args:
-        config: the capture config.
-        out: the run folder.
-        nouns: a file of probe nouns (None: the packaged list).
-        prompt: the prompt of the logit lens and the FFN contributions.
-        layers: blocks whose heads and FFN rows are probed (None: first, middle, last).
-        **kwargs: passed to ``run_command`` (view, progress, checkpoint_every_s).
-    """
-    words = load_nouns(nouns)
-    probe = None if layers is None else sorted({int(x) for x in layers})
-    check_probe_layers(config.model, kwargs.get("view"), probe)
-    if kwargs.get("view") is None:  # the prompt and the layers are checked before the capture
-        config.validate()
-
-        def check(model: ModelView) -> None:  # on the files' facts, before the weights load
-            check_probe_layers(config.model, model, probe)
-            check_prompt(model, prompt)
-
-        check_before_loading(config.model, check)
-        kwargs["view"] = load_configured(config)
-    check_probe_layers(config.model, kwargs["view"], probe)
-    check_prompt(kwargs["view"], prompt)
-    options = {
-        "nouns": None if nouns is None else str(nouns),
-        "nouns_sha256": hashlib.sha256("\n".join(words).encode()).hexdigest(),
-        "prompt": prompt,
-        "probe_layers": probe,
-    }
-    return run_command(
-        "sphere",
-        config,
-        out,
-        options=options,
-        analyse=analyse_sphere(
-            config, words, prompt, probe, StepLines("sphere", kwargs.get("progress", True))
-        ),
-        taps=tap_factory(norms=IDENTITY_WINDOWS),
-        **kwargs,
-    )
-
-
-@dataclass(frozen=True)
-class SphereConfig(CaptureRunConfig):
-    """What ``geomlens sphere`` runs: ``CaptureRunConfig``'s fields, and
-
-    Attributes:
-        nouns: a file of probe nouns, one per line (None: the packaged list).
-        prompt: the prompt of the logit lens (None: ``DEFAULT_PROMPT``).
-        probe_layers: blocks whose heads and FFN rows are probed (None: first, middle,
-            last).
-    """
-
-    nouns: str | Path | None = None
-    prompt: str | None = None
-    probe_layers: Sequence[int] | None = None
-
-    command: ClassVar[str] = "sphere"
-
-
-def run(config: SphereConfig, *, view: ModelView | None = None) -> Result:
-    """``geomlens sphere`` (and ``geomlens.sphere(...)``)."""
-    return config.result(
-        run_sphere,
-        view,
-        nouns=None if config.nouns is None else str(config.nouns),
-        prompt=config.prompt if config.prompt is not None else DEFAULT_PROMPT,
-        layers=None if config.probe_layers is None else tuple(config.probe_layers),
-    )
-
-
-HELP = "layer norm and the hypersphere (Molina 2023)"
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_capture_options(parser)
-    parser.add_argument("--nouns", default=None, metavar="FILE", help="probe nouns, one per line")
-    parser.add_argument("--prompt", default=None, metavar="TEXT", help="prompt of the logit lens")
-    parser.add_argument(
-        "--probe-layers",
-        type=parse_layers,
-        default=None,
-        help="blocks whose heads and FFN rows are probed (default: first, middle, last)",
-    )
-
-
-def main(args: argparse.Namespace) -> int:
-    arguments = capture_options(args, "nouns", "prompt", "probe_layers")
-    return finished(run(SphereConfig.of(arguments)))
+def sphere_stage(request: StageRequest, step: Step) -> SphereAnalysis:
+    """The report's layer-norm stage (the packaged prompt, first, middle and last blocks)."""
+    return SphereAnalysis(request.config, request.words, DEFAULT_PROMPT, None, step)

@@ -1,10 +1,11 @@
-"""``geomlens walk``: movement through embedding space (Singh, 2023) on one model.
+"""Movement through embedding space (Singh, 2023): the analysis step of ``geomlens walk``
+and of the report's walk stage.
 
-Joins the pure analyses and the figures. The corpus windows are captured as every
-command captures them; then, on the given text (default: the package's few-shot prompt),
-similarity maps and the encoding walk; with ``generate`` the greedy and seeded sampled
-decoding walks; on the first ``kernel_windows`` corpus windows the empirical position
-kernels, the refactoring check and the per-head output norms (T5: also the learned bias
+Joins the pure analyses and the figures. After the capture of the corpus windows, on the
+given text (default: the package's few-shot prompt): similarity maps and the encoding walk;
+with ``generate`` the greedy and seeded sampled decoding walks; on the first
+``kernel_windows`` corpus windows the empirical position kernels, the refactoring check and
+the per-head output norms (T5: also the learned bias
 kernels). Numbers go to ``metrics.json`` under "walk"; arrays to safetensors side files.
 
 Encoder-decoders: the main stack is the encoder (``"stack": "encoder"``); the decoder
@@ -15,14 +16,13 @@ cross-attention, under ``"decoder"``.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -30,7 +30,6 @@ import torch
 
 from geomlens.analyses.attention_parts import self_scores
 from geomlens.analyses.kernels import (
-    N_OFFSETS,
     EmpiricalKernel,
     KernelAccumulator,
     bias_kernels,
@@ -44,6 +43,7 @@ from geomlens.analyses.similarity import (
     sig,
     similarity_maps,
 )
+from geomlens.analyses.taps import filled_tap
 from geomlens.analyses.walks import (
     DecodingWalk,
     EncodingWalk,
@@ -52,25 +52,30 @@ from geomlens.analyses.walks import (
     encoding_walk,
     walk_projection,
 )
-from geomlens.capture.capture import CaptureConfig
 from geomlens.capture.store import save_file_atomic as save_file
 from geomlens.capture.taps import TAP_CHUNK, Taps, attention_chunk, fill_taps
-from geomlens.commands.capture import CaptureRunConfig, filled_tap, run_command, tap_factory
-from geomlens.commands.options import add_capture_options, capture_options, finished
-from geomlens.commands.result import Result
 from geomlens.corpus import Windows
 from geomlens.errors import FILE_LIMITS, GeomlensError
 from geomlens.io.files import read_user_text, write_text_atomic
-from geomlens.io.progress import Step, StepLines, quiet, step_bar
+from geomlens.io.progress import Step, quiet, step_bar
 from geomlens.io.runfolder import Run, RunFolder, write_json
-from geomlens.models.facts import check_before_loading
-from geomlens.models.loading import load_configured
+from geomlens.models.loading import eager_attention
 from geomlens.models.view import ModelView
 from geomlens.report import walk_figures as figs
 from geomlens.report.figures import rendered_in_background, save_later
+from geomlens.report.stages import StageRequest
 from geomlens.stats import DecompositionAccumulator
 
 KERNEL_WINDOWS = 16
+WALK_GENERATE = 8
+"""Tokens generated in the report's decoding walks (models that generate)."""
+
+
+def kernel_windows() -> int:
+    """The windows whose attention the report's capture records (its "attention" tap)."""
+    return KERNEL_WINDOWS
+
+
 TOP_K = 10
 
 
@@ -376,14 +381,30 @@ def _decoder_stack(
     }
 
 
-def analyse_walk(  # type: ignore[no-untyped-def]
-    text: str, generate: int, top_k: int, kernel_windows: int, seed: int, step: Step = quiet
-):
-    """The analysis step of ``run_command`` for ``walk``; ``step`` hears each step start."""
+@dataclass(frozen=True)
+class WalkAnalysis:
+    """The walk's analysis step (an ``Analysis``): similarity maps, the encoding walk, the
+    decoding walks (``generate`` tokens), the position kernels and the refactoring check;
+    ``step`` hears each step start."""
 
-    def analyse(
-        folder: RunFolder, view: ModelView, windows: Windows, acc: DecompositionAccumulator
+    text: str
+    generate: int
+    top_k: int
+    kernel_windows: int
+    seed: int
+    step: Step = quiet
+
+    def __call__(
+        self, folder: RunFolder, view: ModelView, windows: Windows, acc: DecompositionAccumulator
     ) -> None:
+        text, generate, top_k, kernel_windows, seed, step = (
+            self.text,
+            self.generate,
+            self.top_k,
+            self.kernel_windows,
+            self.seed,
+            self.step,
+        )
         # Figures are drawn in a forked process once the numbers are in (see
         # rendered_in_background); the report draws them while its next stage runs.
         with rendered_in_background():
@@ -433,93 +454,30 @@ def analyse_walk(  # type: ignore[no-untyped-def]
                 metrics.update(stack="encoder", decoding=None, decoder=decoder)
             folder.merge_metrics("walk", metrics)
 
-    return analyse
+
+@dataclass(frozen=True)
+class WalkStage:
+    """The report's walk stage (an ``Analysis``): the walk under eager attention (its
+    kernels read attention weights), on ``text`` (None: the packaged prompt)."""
+
+    seed: int
+    generate: int
+    step: Step
+    text: str | None = None
+
+    def __call__(
+        self, folder: RunFolder, view: ModelView, windows: Windows, acc: DecompositionAccumulator
+    ) -> None:
+        n = self.generate if view.generates else 0
+        text = self.text or default_text()
+        with eager_attention(view):
+            walk = WalkAnalysis(text, n, TOP_K, KERNEL_WINDOWS, self.seed, self.step)
+            walk(folder, view, windows, acc)
 
 
-GENERATE_NEEDS = (
-    "--generate needs a decoder-only model or an encoder-decoder; {name} is an encoder "
-    "(drop --generate)."
-)
-
-
-def _load_eager(config: CaptureConfig) -> ModelView:
-    """The model of ``config``, loaded with eager attention (attention weights are read)."""
-    config.validate()
-    return load_configured(config, attention="eager")
-
-
-def _check_numbers(generate: int, top_k: int, kernel_windows: int) -> None:
-    """Refuse a negative ``generate`` and ``top_k`` or ``kernel_windows`` below 1."""
-    if generate < 0:
-        raise GeomlensError(f"--generate must be 0 or more (got {generate}).")
-    if top_k < 1 or kernel_windows < 1:
-        raise GeomlensError("top_k and kernel_windows must be at least 1.")
-
-
-def run_walk(
-    config: CaptureConfig,
-    out: str | Path,
-    *,
-    text: str | None = None,
-    generate: int = 0,
-    top_k: int = TOP_K,
-    kernel_windows: int = KERNEL_WINDOWS,
-    view: ModelView | None = None,
-    **kwargs: Any,
-) -> Run:
-    """Capture, then similarity maps, walks, kernels and the refactoring check.
-
-    Args:
-        config: the capture config (its seed also seeds sampled decoding).
-        out: the run folder.
-        text: the text walked (default: ``default_text()``).
-        generate: tokens to generate in the decoding walks (0: none; decoder-only models and
-            encoder-decoders, whose decoder generates).
-        top_k: neighbours of each vector kept.
-        kernel_windows: corpus windows for kernels and the refactoring check.
-        view: a model already loaded for ``config.model`` with eager attention.
-        **kwargs: passed to ``run_command`` (progress, checkpoint_every_s).
-    """
-    _check_numbers(generate, top_k, kernel_windows)
-    source = "given" if text is not None else "default"
-    text = default_text() if text is None else text
-
-    def check(model: ModelView) -> None:  # refuse a bad text before the capture
-        if generate and model.is_encoder and not model.is_seq2seq:
-            raise GeomlensError(GENERATE_NEEDS.format(name=model.name))
-        ids, _ = encode_text(model, text)
-        check_generate(model, len(ids), generate)
-
-    if view is None:  # the files' facts first: a refusal comes before the weights load
-        config.validate()
-        check_before_loading(config.model, check)
-    view = view or _load_eager(config)
-    check(view)
-    options = {
-        "text_source": source,
-        "text_sha256": hashlib.sha256(text.encode()).hexdigest(),
-        "generate": generate,
-        "top_k": top_k,
-        "kernel_windows": kernel_windows,
-        "kernel_offsets": N_OFFSETS,
-    }
-    return run_command(
-        "walk",
-        config,
-        out,
-        options=options,
-        analyse=analyse_walk(
-            text,
-            generate,
-            top_k,
-            kernel_windows,
-            config.seed,
-            StepLines("walk", kwargs.get("progress", True)),
-        ),
-        view=view,
-        taps=tap_factory(attention=kernel_windows),
-        **kwargs,
-    )
+def walk_stage(request: StageRequest, step: Step) -> WalkStage:
+    """The report's movement stage."""
+    return WalkStage(request.config.seed, WALK_GENERATE, step, request.text)
 
 
 def _stack_lines(enc: dict[str, Any], kern: dict[str, Any], label: str) -> list[str]:
@@ -561,44 +519,3 @@ def summary_lines(run: Run) -> list[str]:
         for mode, d in decoding.items():
             lines.append(f"  {mode}: {json.dumps(d['text'])}")
     return lines
-
-
-@dataclass(frozen=True)
-class WalkConfig(CaptureRunConfig):
-    """What ``geomlens walk`` runs: ``CaptureRunConfig``'s fields, and
-
-    Attributes:
-        text: the text walked (None: ``default_text()``).
-        text_file: read the text from this file instead (wins over ``text``).
-        generate: tokens generated in the decoding walks (0: none).
-    """
-
-    text: str | None = None
-    text_file: str | Path | None = None
-    generate: int = 0
-
-    command: ClassVar[str] = "walk"
-
-
-def run(config: WalkConfig, *, view: ModelView | None = None) -> Result:
-    """``geomlens walk`` (and ``geomlens.walk(...)``); ``view`` is loaded with eager
-    attention."""
-    text = config.text if config.text_file is None else read_text_file(str(config.text_file))
-    return config.result(run_walk, view, text=text, generate=config.generate)
-
-
-HELP = "movement through embedding space (Singh 2023)"
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_capture_options(parser)
-    source = parser.add_mutually_exclusive_group()
-    source.add_argument("--text", default=None, help="the text walked (default: a few-shot prompt)")
-    source.add_argument("--text-file", default=None, metavar="F", help="read the text from F")
-    parser.add_argument(
-        "--generate", type=int, default=0, metavar="N", help="decoding walks of N tokens"
-    )
-
-
-def main(args: argparse.Namespace) -> int:
-    return finished(run(WalkConfig.of(capture_options(args, "text", "text_file", "generate"))))

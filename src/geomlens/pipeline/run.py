@@ -1,0 +1,351 @@
+"""``run``: one ``RunRequest`` through load, window, capture, analyse and record.
+
+Every capturing command (capture, decompose, sphere, walk, report) runs here; the run
+folder's lifecycle (hold, claim, reuse, begin, complete) is ``io.lifecycle``'s.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors import SafetensorError, safe_open
+from threadpoolctl import threadpool_limits
+
+from geomlens.analyses.taps import saved_taps
+from geomlens.capture.capture import CaptureConfig, check_length, resolve_layers
+from geomlens.capture.taps import Taps, fill_taps
+from geomlens.corpus import Corpus, Windows, load_corpus, make_windows
+from geomlens.engines import CaptureJob
+from geomlens.engines import capture as engine_capture
+from geomlens.errors import GeomlensError
+from geomlens.io import lifecycle
+from geomlens.io.files import damaged
+from geomlens.io.runfolder import (
+    RERUN,
+    Run,
+    RunFolder,
+    check_given_view,
+    model_fingerprint,
+    read_windows,
+    write_json,
+)
+from geomlens.io.stored import COMPACT
+from geomlens.models.facts import check_before_loading
+from geomlens.models.loading import load_configured
+from geomlens.models.view import ModelView
+from geomlens.pipeline.request import RunRequest
+from geomlens.report.claims import published_section
+from geomlens.report.figure_level import figure_level
+from geomlens.report.registry import claim_records, command_sections
+from geomlens.report.stages.decomposition import QK_BASIS_MIN
+from geomlens.stats import DecompositionAccumulator
+from geomlens.stats.decomposition import GROUP_STATE, interval_groups, state_spec
+from geomlens.stats.finite import require_finite_weights
+
+
+def windows_record(windows: Windows) -> dict[str, Any]:
+    return {
+        "doc_ids": list(windows.doc_ids),
+        "labels": [int(x) for x in windows.labels],
+        "label_names": list(windows.label_names),
+        "n_skipped_short": windows.n_skipped_short,
+        "special_tokens": windows.special_tokens,
+        "fingerprint": windows.fingerprint,
+    }
+
+
+def capture_metrics(acc: DecompositionAccumulator) -> dict[str, Any]:
+    """Per-layer variance shares with and without position 0 (deterministic numbers)."""
+    layers = []
+    for layer in acc.layers:
+        row: dict[str, Any] = {"layer": layer}
+        for skip, suffix in ((False, ""), (True, "_skip_first")):
+            stats = acc.finalize(layer, skip_first=skip, second_moment=False)
+            s_pos, s_ctx, s_res = stats.shares
+            row.update(
+                {
+                    f"share_pos{suffix}": round(s_pos, 12),
+                    f"share_ctx{suffix}": round(s_ctx, 12),
+                    f"share_resid{suffix}": round(s_res, 12),
+                    f"rms_norm{suffix}": round(
+                        float((stats.total_ss / (stats.n_contexts * stats.length)) ** 0.5), 9
+                    ),
+                }
+            )
+        layers.append(row)
+    return {
+        "n_contexts": acc.n_contexts,
+        "length": acc.length,
+        "layers": layers,
+        "variances_clamped": acc.variances_clamped,
+    }
+
+
+def check_positions(view: ModelView, config: CaptureConfig) -> None:
+    """Refuse windows longer than the model's positions and layers it does not have."""
+    check_length(view, config.length)
+    resolve_layers(view, config.layers)
+
+
+def prepare(
+    config: CaptureConfig, view: ModelView | None = None
+) -> tuple[ModelView, Corpus, Windows]:
+    """Load the model (unless given) and cut the corpus into windows, checking limits first
+    (``config`` is validated: ``run`` does it first).
+
+    The corpus is read before the model loads, so a bad corpus is reported at once.
+    """
+    corpus = load_corpus(config.corpus)
+    if view is None:
+        view = load_configured(config)
+    check_positions(view, config)
+    windows = make_windows(
+        corpus,
+        view.tokenizer,
+        config.contexts,
+        config.length,
+        seed=config.seed,
+        offset=config.offset,
+        balance=config.balance,
+    )
+    check_distinct_windows(windows)
+    return view, corpus, windows
+
+
+def check_distinct_windows(windows: Windows) -> None:
+    """Refuse windows that all hold the same tokens (a corpus repeating one text): their
+    context part is zero and every variance share is 0/0, before any forward pass."""
+    ids = np.asarray(windows.input_ids)
+    if len(ids) > 1 and bool((ids == ids[:1]).all()):
+        raise GeomlensError(
+            f"all {len(ids)} windows hold the same {ids.shape[1]} tokens (the corpus repeats "
+            "one text), so there is no context part to measure; give a corpus of different "
+            "documents."
+        )
+
+
+DECOMPOSING = ("decompose", "report")
+"""Commands whose analyses split the windows into position and context parts."""
+
+
+def check_decomposable(command: str, config: CaptureConfig) -> None:
+    """Refuse windows too few or too short for the position/context analyses, before the
+    model loads: the context part and its intervals compare at least 2 windows, and the
+    W_QK basis takes ``QK_BASIS_MIN`` singular values of pos without position 0."""
+    if command not in DECOMPOSING:
+        return
+    if config.contexts < 2:
+        raise GeomlensError(
+            f"--contexts {config.contexts}: the position/context split compares windows, so "
+            f"{command} needs at least 2 (16 or more for its intervals); use --contexts 16."
+        )
+    if config.length < QK_BASIS_MIN + 1:
+        raise GeomlensError(
+            f"--length {config.length}: the positional basis of W_QK takes {QK_BASIS_MIN} "
+            f"positions after the first, so {command} needs --length {QK_BASIS_MIN + 1} or "
+            "more."
+        )
+
+
+def model_source(config: CaptureConfig, view: ModelView | None) -> str:
+    """The folder the model of ``config`` loads from (without loading it when not given)."""
+    if view is not None:
+        return view.source
+    from geomlens.models.loading import resolve_folder
+
+    return str(resolve_folder(config.model))
+
+
+def check_stats_header(path: Path) -> None:
+    """A cheap look at finished statistics (header and context counts, not the sums)."""
+    try:
+        with safe_open(str(path), "pt") as f:
+            keys = set(f.keys())
+            seen = f.get_tensor("seen") if "seen" in keys else None
+    except SafetensorError as exc:
+        raise damaged(path, f"not a complete safetensors file: {exc}", RERUN) from None
+    if COMPACT in keys:  # a report's compacted statistics (io/stored.py)
+        keys.add("ctx_sum")
+    needed = {"layers", "pos_sum", "ctx_sum", "first", "sumsq", "seen"}
+    if not needed <= keys or seen is None or not bool((seen == 1).all()):
+        raise damaged(path, "it is not a finished decomposition state", RERUN)
+
+
+def finished_parts_missing(
+    folder: RunFolder, sections: tuple[str, ...], tapped: bool = False
+) -> list[str]:
+    """What a finished run lacks (metrics sections, statistics, windows, and the taps'
+    statistics where ``tapped``); damage is an error."""
+    metrics = folder.read_metrics()
+    missing = [f"the {s} section of metrics.json" for s in sections if s not in metrics]
+    if tapped and not (folder.path / "stats" / "taps.safetensors").exists():
+        missing.append("stats/taps.safetensors")
+    stats = folder.path / "stats" / "decomposition.safetensors"
+    if stats.exists():
+        check_stats_header(stats)
+    else:
+        missing.append("stats/decomposition.safetensors")
+    windows = folder.path / "windows.json"
+    if windows.exists():
+        read_windows(windows)
+    else:
+        missing.append("windows.json")
+    return missing
+
+
+def run(request: RunRequest) -> Run:
+    """Capture into the request's run folder, then run its analysis; record everything.
+
+    A folder holding a finished run of the same config and the same inputs is reused as
+    it is; a partial one resumes (finished statistics are kept, a capture continues after
+    its last saved batch); one holding another config, or the same config made from
+    another model or corpus (fingerprints differ), is refused. A finished run lacking one
+    of the request's sections in metrics.json is finished again. The engine is not part of
+    the run's identity, so a run resumes under either engine. The folder is locked for the
+    whole call.
+    """
+    config, view = request.config, request.view
+    request.engine.validate(config.save_activations)
+    config.validate()
+    check_decomposable(request.command, config)
+    if view is not None:  # a model loaded by the caller must be the one the config names
+        check_given_view(view, config.model, config.dtype)
+        require_finite_weights(view.model, str(config.model))
+    else:  # the files' facts first: refused before the folder and the weights
+        check_before_loading(config.model, lambda v: check_positions(v, config))
+    with (
+        lifecycle.run_folder(request.out, request.command, request.identity()) as folder_run,
+        figure_level(request.figures),
+    ):
+        return _run_locked(folder_run, request)
+
+
+def sections_of(request: RunRequest) -> tuple[str, ...]:
+    """The metrics.json sections a finished run of ``request`` holds."""
+    if request.sections is not None:
+        return request.sections
+    return command_sections().get(request.command, ("capture",))
+
+
+def reuse_finished(
+    run: lifecycle.RunInFolder,
+    config: CaptureConfig,
+    view: ModelView | None,
+    sections: tuple[str, ...],
+    tapped: bool = False,
+) -> Run | None:
+    """The finished run in ``folder`` when it is this run with every part present; None
+    (after a notice) when parts are missing; refused when it is another run.
+
+    The windows follow from the corpus, the tokenizer and the config: comparing the corpus
+    and the model does not need the (slow) tokenizing of every window.
+    """
+    folder, corpus = run.folder, load_corpus(config.corpus)
+    folder.check_identity(
+        run.previous or {},
+        {"model": model_fingerprint(model_source(config, view)), "corpus": corpus.fingerprint},
+        finished=True,
+    )
+    missing = finished_parts_missing(folder, sections, tapped)
+    if not missing:
+        return run.reuse()
+    print(
+        f"geomlens: notice: the finished run in {folder.path} lacks {', '.join(missing)}; "
+        "computing what is missing again.",
+        file=sys.stderr,
+        flush=True,
+    )
+    return None
+
+
+def captured(
+    folder: RunFolder,
+    view: ModelView,
+    windows: Windows,
+    request: RunRequest,
+    taps: Taps | None = None,
+) -> tuple[DecompositionAccumulator, dict[str, float]]:
+    """The capture on the request's engine, saved as the run's finished statistics (and ``taps``,
+    filled in the same passes, as ``stats/taps.safetensors``)."""
+    job = CaptureJob(
+        view, windows, request.config, folder, request.progress, request.checkpoint_every_s, taps
+    )
+    acc, timing = engine_capture(job, request.engine)
+    if not acc.complete:  # never saved as finished statistics
+        raise GeomlensError(
+            f"the capture in {folder.path} ended without counting every context exactly "
+            f"once; remove {folder.checkpoint_dir} and rerun the same command."
+        )
+    if taps:
+        folder.save_stats("taps", taps.state_dict())
+    folder.save_stats("decomposition", acc.state_dict())
+    return acc, timing
+
+
+def _run_locked(run: lifecycle.RunInFolder, request: RunRequest) -> Run:
+    config, view, taps = request.config, request.view, request.taps
+    if run.finished:
+        reused = reuse_finished(run, config, view, sections_of(request), taps is not None)
+        if reused is not None:
+            return reused
+    folder = run.folder
+    view, corpus, windows = prepare(config, view)
+    fingerprints = {
+        "model": model_fingerprint(view.source),
+        "corpus": corpus.fingerprint,
+        "windows": windows.fingerprint,
+    }
+    if run.previous is not None:
+        folder.check_identity(run.previous, fingerprints, finished=run.state == "complete")
+    record: dict[str, Any] = {
+        "model": {**view.describe(), "source": view.source},
+        "model_fingerprint": fingerprints["model"],
+        "corpus_fingerprint": fingerprints["corpus"],
+        "windows_fingerprint": fingerprints["windows"],
+        "corpus": corpus.record(),
+        "device": str(view.device),
+        "engine": request.engine.record(),
+    }
+    if config.save_activations and request.engine.activations_dir is not None:
+        record["activations"] = request.engine.activations_location(folder)
+    manifest = run.begin(**record)
+    write_json(folder.path / "windows.json", windows_record(windows))
+    layers = resolve_layers(view, config.layers)
+    groups = interval_groups(len(layers), windows.n_contexts, windows.length, view.d_model)
+    spec = state_spec(
+        layers, windows.n_contexts, windows.length, view.d_model, config.second_moment, groups
+    )
+    # a run saved before the interval groups existed is reused without intervals
+    saved = folder.load_stats("decomposition", spec, layers, optional=GROUP_STATE)
+    tapped = None if taps is None else Taps.made(view, taps)
+    if saved is not None:
+        acc = DecompositionAccumulator.from_state_dict(saved)
+        timing: dict[str, float] = {}
+        if tapped is not None and saved_taps(folder, view, taps) is None:  # type: ignore[arg-type]
+            # a capture saved before its taps existed: they are filled alone
+            ids = torch.tensor(np.array(windows.input_ids), dtype=torch.long)
+            folder.save_stats("taps", fill_taps(view, ids, tapped).state_dict())
+    else:
+        acc, timing = captured(folder, view, windows, request, tapped)
+    # Also after a resume whose statistics were saved just before a failure (a full disk):
+    # the same numbers give the same bytes.
+    folder.merge_metrics("capture", capture_metrics(acc))
+    folder.clear_checkpoint()
+    if request.analysis is not None:
+        # The analyses take many SVDs of matrices a few hundred wide. Multi-threaded
+        # OpenBLAS ran them 10-30x slower than one thread on the 2-core reference
+        # machine (threads spinning against torch's); torch's own threads are unaffected.
+        with threadpool_limits(limits=1, user_api="blas"):
+            request.analysis(folder, view, windows, acc)
+        # The papers' claims, decided once from the numbers just written, and the numbers
+        # a paper publishes for this model beside the run's own.
+        metrics = folder.read_metrics()
+        folder.merge_metrics("claims", claim_records(metrics, manifest["model"]))
+        published = published_section(metrics, manifest["model"])
+        if published is not None:
+            folder.merge_metrics("published", published)
+    return run.complete(timing)
