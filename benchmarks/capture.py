@@ -26,7 +26,7 @@ import torch
 
 
 def bare_forward(view, ids: torch.Tensor, batch_size: int) -> None:
-    from geomlens.capture.hooks import base_kwargs
+    from geomlens.capturing.hooks import base_kwargs
 
     kwargs = base_kwargs(view)
     with torch.inference_mode():
@@ -37,7 +37,7 @@ def bare_forward(view, ids: torch.Tensor, batch_size: int) -> None:
 
 
 def geomlens_capture(view, windows, config) -> None:
-    from geomlens.capture import capture_windows
+    from geomlens.capturing import capture_windows
     from geomlens.io.runfolder import RunFolder
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -55,7 +55,7 @@ def timed(fn) -> float:
 
 
 def speed(args: argparse.Namespace) -> dict:
-    from geomlens.capture import CaptureConfig
+    from geomlens.capturing import CaptureConfig
     from geomlens.pipeline.run import prepare
 
     config = CaptureConfig(
@@ -82,7 +82,7 @@ def peak_memory_mib(args: argparse.Namespace, contexts: int) -> float:
     """Peak RSS (CPU) or peak CUDA memory of one full capture in a fresh process."""
     code = (
         "import sys, json, resource, math, tempfile, torch\n"
-        "from geomlens.capture import CaptureConfig, capture_windows\n"
+        "from geomlens.capturing import CaptureConfig, capture_windows\n"
         "from geomlens.commands.capture import prepare\n"
         "from geomlens.io.runfolder import RunFolder\n"
         f"c = CaptureConfig(model={args.model!r}, contexts={contexts}, length={args.length},"

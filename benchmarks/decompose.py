@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from geomlens.capture import CaptureConfig
+from geomlens.capturing import CaptureConfig
 from geomlens.commands.capture import run_capture
 from geomlens.commands.decompose import run_decompose
 from geomlens.models import load_model

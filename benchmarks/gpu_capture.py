@@ -103,7 +103,7 @@ def bare(view, ids: torch.Tensor, batch_size: int) -> float:  # type: ignore[no-
 
 def capture(view, ids: torch.Tensor, batch_size: int, second: bool) -> tuple[float, float]:  # type: ignore[no-untyped-def]
     """Seconds of the capture loop, and of the one host copy of the state at the end."""
-    from geomlens.capture import hidden_states
+    from geomlens.capturing import hidden_states
     from geomlens.stats import CapturedBatch, DecompositionAccumulator
 
     layers = list(range(view.n_layers + 1))
@@ -124,7 +124,7 @@ def capture(view, ids: torch.Tensor, batch_size: int, second: bool) -> tuple[flo
 
 def agreement(view, ids: torch.Tensor) -> dict[str, float]:  # type: ignore[no-untyped-def]
     """Largest differences of the GPU path against independent computations (one window)."""
-    from geomlens.capture import hidden_states
+    from geomlens.capturing import hidden_states
     from geomlens.stats import CapturedBatch, DecompositionAccumulator
 
     layers = list(range(view.n_layers + 1))

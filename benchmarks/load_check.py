@@ -24,7 +24,7 @@ from capture import timed  # the capture benchmark's timer (one copy)
 
 
 def capture(view, windows, config) -> None:
-    from geomlens.capture import capture_windows
+    from geomlens.capturing import capture_windows
     from geomlens.io.runfolder import RunFolder
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -36,7 +36,7 @@ def capture(view, windows, config) -> None:
 
 
 def main() -> None:
-    from geomlens.capture import CaptureConfig
+    from geomlens.capturing import CaptureConfig
     from geomlens.models.check import check_view
     from geomlens.pipeline.run import prepare
 

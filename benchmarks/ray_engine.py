@@ -27,7 +27,7 @@ import torch
 
 
 def local_run(view, windows, config, threads: int) -> float:
-    from geomlens.capture import capture_windows
+    from geomlens.capturing import capture_windows
     from geomlens.io.runfolder import RunFolder
 
     torch.set_num_threads(threads)
@@ -72,7 +72,7 @@ def main() -> None:
 
     import ray
 
-    from geomlens.capture import CaptureConfig
+    from geomlens.capturing import CaptureConfig
     from geomlens.pipeline.run import prepare
 
     config = CaptureConfig(

@@ -23,8 +23,8 @@ import time
 
 import torch
 
-from geomlens.capture import CaptureConfig
-from geomlens.capture.hooks import base_kwargs, hidden_states
+from geomlens.capturing import CaptureConfig
+from geomlens.capturing.hooks import base_kwargs, hidden_states
 from geomlens.pipeline.run import prepare
 from geomlens.stats import DecompositionAccumulator
 from geomlens.stats.base import CapturedBatch

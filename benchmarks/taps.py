@@ -29,13 +29,13 @@ import time
 import torch
 
 from geomlens.analyses.taps import tap_factory
-from geomlens.capture import CaptureConfig, capture_windows
-from geomlens.capture.taps import Taps, fill_taps
+from geomlens.capturing import CaptureConfig, capture_windows
+from geomlens.capturing.taps import Taps, fill_taps
 from geomlens.corpus import load_corpus, make_windows
 from geomlens.io.runfolder import RunFolder
 from geomlens.models import load_model
-from geomlens.report.stages.sphere import IDENTITY_WINDOWS
-from geomlens.report.stages.walk import KERNEL_WINDOWS
+from geomlens.reporting.stages.sphere import IDENTITY_WINDOWS
+from geomlens.reporting.stages.walk import KERNEL_WINDOWS
 
 
 def main() -> None:

@@ -55,7 +55,7 @@ def task_data() -> Path:
     with open(cache / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (cache / "bigbench" / "NOTICE.md").is_file():
-            from geomlens.concepts.data import fetch_bigbench
+            from geomlens.concept_space.data import fetch_bigbench
 
             fetch_bigbench(cache / "bigbench")
     return cache
@@ -89,7 +89,7 @@ def minilm_report(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fixt
     import contextlib
     import io
 
-    from geomlens.capture import CaptureConfig
+    from geomlens.capturing import CaptureConfig
     from geomlens.commands.report import run_report
 
     base = tmp_path_factory.getbasetemp()  # under xdist: this run's folder, one per worker

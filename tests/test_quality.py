@@ -66,13 +66,13 @@ def test_only_the_lifecycle_claims_folders_and_writes_manifests():
 
 
 def test_every_hook_is_put_on_in_the_one_hook_module():
-    """capture/hooks.py is the one place a forward hook is registered on a model; the
+    """capturing/hooks.py is the one place a forward hook is registered on a model; the
     capture, its taps and the analyses use its recorders. The on-load check
     (models/check.py) sits below capture in the import order and keeps its own."""
     found = []
     for path in sorted((ROOT / "src" / "geomlens").rglob("*.py")):
         rel = path.relative_to(ROOT).as_posix()
-        if rel in ("src/geomlens/capture/hooks.py", "src/geomlens/models/check.py"):
+        if rel in ("src/geomlens/capturing/hooks.py", "src/geomlens/models/check.py"):
             continue
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if "register_forward" in line:
@@ -92,17 +92,17 @@ def test_the_package_root_holds_only_the_entry_points_and_imports_flow_one_way()
     above = {
         "commands": ("api", "cli"),
         "pipeline": ("commands", "api", "cli"),
-        "report": top,
-        "concepts": (*top, "report"),
-        "arithmetic": (*top, "report"),
-        "engines": (*top, "report"),
-        "analyses": (*top, "report", "engines"),
-        "stats": (*top, "report", "engines", "analyses"),
-        "capture": (*top, "report", "engines", "analyses"),
-        "corpus": (*top, "report", "engines", "analyses", "capture"),
-        "models": (*top, "report", "engines", "analyses", "capture"),
+        "reporting": top,
+        "concept_space": (*top, "reporting"),
+        "arithmetic": (*top, "reporting"),
+        "engines": (*top, "reporting"),
+        "analyses": (*top, "reporting", "engines"),
+        "stats": (*top, "reporting", "engines", "analyses"),
+        "capturing": (*top, "reporting", "engines", "analyses"),
+        "corpus": (*top, "reporting", "engines", "analyses", "capturing"),
+        "models": (*top, "reporting", "engines", "analyses", "capturing"),
         # run folders hold statistics and activations: io may read capture/ and stats/
-        "io": (*top, "report", "engines", "analyses"),
+        "io": (*top, "reporting", "engines", "analyses"),
     }
     packages = {p.parent.relative_to(package).parts[0] for p in package.glob("*/*.py")}
     assert packages - {"api"} == set(above)  # every package has its place
@@ -192,11 +192,11 @@ def test_the_configuration_reaches_the_capture_in_few_stops(tmp_path, monkeypatc
     stops in at most 15 files (it took 72 in 29 before the pipeline was one module)."""
     import geomlens.engines.local
     from geomlens import cli
-    from geomlens.capture.capture import CaptureConfig
+    from geomlens.capturing.capture import CaptureConfig
     from geomlens.commands.capture import CaptureRunConfig
     from geomlens.engines import CaptureJob
     from geomlens.pipeline.request import RunRequest
-    from geomlens.report.stages import StageRequest
+    from geomlens.reporting.stages import StageRequest
 
     class Reached(Exception):
         pass

@@ -17,7 +17,7 @@ import pytest
 import torch
 import transformers
 
-from geomlens.capture import CaptureConfig
+from geomlens.capturing import CaptureConfig
 from geomlens.cli import build_parser, capture_config, main
 from geomlens.errors import GeomlensError
 from geomlens.models import load_model

@@ -9,18 +9,22 @@ folder): ``capture``, ``decompose``, ``sphere``, ``walk``, ``concepts``, ``repor
 
 ``import geomlens`` loads neither torch nor transformers: each name below is imported the
 first time it is used (``LAZY``), so ``geomlens --help`` and ``geomlens models`` start at
-once. ``geomlens.capture``, ``geomlens.concepts`` and ``geomlens.report`` are both the
-subpackages of those names and callable as the API functions: see ``geomlens.api.modules``.
+once. No subpackage shares a name with an API function (the capture machinery is
+``geomlens.capturing``, the concept-space tests ``geomlens.concept_space``, the report
+``geomlens.reporting``), so ``geomlens.report`` is always the function.
 """
 
-from typing import TYPE_CHECKING
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from geomlens.api.modules import install
 from geomlens.errors import GeomlensError
 
 LAZY = {
     "Activations": "geomlens.api.text_activations",
     "activations": "geomlens.api.text_activations",
+    "capture": "geomlens.api.commands",
+    "concepts": "geomlens.api.commands",
+    "report": "geomlens.api.commands",
     "decompose": "geomlens.api.commands",
     "sphere": "geomlens.api.commands",
     "walk": "geomlens.api.commands",
@@ -34,11 +38,18 @@ LAZY = {
 }
 """Public name -> the module it is imported from on first use."""
 
-install(__name__, LAZY)
 
-if TYPE_CHECKING:  # at run time these names are the subpackages, callable as these functions
-    from geomlens.api import capture, concepts, report
-    from geomlens.api.commands import decompose, sphere, walk
+def __getattr__(name: str) -> Any:
+    """A name of ``LAZY``, imported from its module on first use."""
+    if name in LAZY:
+        value = getattr(importlib.import_module(LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+if TYPE_CHECKING:
+    from geomlens.api.commands import capture, concepts, decompose, report, sphere, walk
     from geomlens.api.text_activations import Activations, activations
     from geomlens.commands.result import Result, open_result
     from geomlens.corpus import load_corpus, make_windows

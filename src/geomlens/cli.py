@@ -17,7 +17,7 @@ from geomlens.commands import HELP
 from geomlens.errors import GeomlensError, one_line, os_error_sentence
 
 if TYPE_CHECKING:
-    from geomlens.capture.capture import CaptureConfig
+    from geomlens.capturing.capture import CaptureConfig
     from geomlens.engines import EngineConfig
 
 

@@ -25,10 +25,10 @@ from geomlens.analyses.qk_basis import (
     share_in,
     whole_qk,
 )
-from geomlens.capture.hooks import hidden_states
+from geomlens.capturing.hooks import hidden_states
 from geomlens.errors import GeomlensError
 from geomlens.models import BUNDLED, ModelView, load_model
-from geomlens.report import attention_figures, figures
+from geomlens.reporting import attention_figures, figures
 from geomlens.stats import CapturedBatch, DecompositionAccumulator, DecompositionStats
 
 C, T = 8, 32

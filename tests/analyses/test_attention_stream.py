@@ -28,7 +28,7 @@ from geomlens.analyses.attention_parts import (
     real_logits,
     split_logits,
 )
-from geomlens.capture.hooks import hidden_states
+from geomlens.capturing.hooks import hidden_states
 from geomlens.models import ModelView
 from geomlens.stats import CapturedBatch, DecompositionAccumulator, DecompositionStats
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from geomlens.analyses.refactor import AttentionTap, attention_weight_modules
-from geomlens.capture.taps import Taps, fill_taps
+from geomlens.capturing.taps import Taps, fill_taps
 
 
 def ids_for(view, batch: int = 3, length: int = 12) -> torch.Tensor:
@@ -47,7 +47,7 @@ def test_an_encoder_decoders_kernels_come_from_one_encoder_pass(t5):
     once per tapped chunk."""
     from types import SimpleNamespace
 
-    from geomlens.report.stages.walk import decoder_kernels
+    from geomlens.reporting.stages.walk import decoder_kernels
 
     ids = ids_for(t5, batch=5, length=10)
     tap = AttentionTap(t5, len(ids))

@@ -18,8 +18,8 @@ from geomlens.analyses.context_clusters import context_clusters
 from geomlens.analyses.decomposition import LayerDecomposition, analyse_layer, analyse_layers
 from geomlens.analyses.incoherence import principal_cosines, random_mean_cosine
 from geomlens.errors import GeomlensError
-from geomlens.report import decomposition_figures as figs
-from geomlens.report import figures
+from geomlens.reporting import decomposition_figures as figs
+from geomlens.reporting import figures
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from geomlens.analyses.induction import (
 )
 from geomlens.errors import GeomlensError
 from geomlens.models import BUNDLED, ModelView, load_model
-from geomlens.report import attention_figures
+from geomlens.reporting import attention_figures
 
 V, P = 16, 16  # vocabulary, positions
 D = V + P + V  # token one-hot | position one-hot | previous-token slot

@@ -15,10 +15,10 @@ import torch
 
 from geomlens.analyses import ffn, head_probe, lens
 from geomlens.analyses import sphere as sph
-from geomlens.capture.hooks import hidden_states
+from geomlens.capturing.hooks import hidden_states
 from geomlens.corpus import make_windows
 from geomlens.models.view import ModelView
-from geomlens.report.stages.sphere import load_nouns, mlp_inputs, norm_pass, token_strings
+from geomlens.reporting.stages.sphere import load_nouns, mlp_inputs, norm_pass, token_strings
 
 PROMPT = "To kill two birds with one stone"
 
@@ -252,14 +252,14 @@ def test_gpt2_tiny_layernorm_with_bias():
 
 @pytest.fixture
 def small_umap(monkeypatch):
-    import geomlens.report.stages.sphere as sphere_stage
+    import geomlens.reporting.stages.sphere as sphere_stage
 
     monkeypatch.setattr(sphere_stage, "UMAP_TOKENS", 300)
     monkeypatch.setattr(sphere_stage, "IDENTITY_WINDOWS", 2)
 
 
 def _config(model: str):
-    from geomlens.capture import CaptureConfig
+    from geomlens.capturing import CaptureConfig
 
     return CaptureConfig(model=model, contexts=2, length=16)
 
@@ -347,7 +347,7 @@ def test_the_trajectory_map_shows_a_bar_over_its_epochs(smollm2, capsys, small_u
     """UMAP's epochs get a bar (items and time left) on stderr where the step prints; the
     map is the same with and without it."""
     from geomlens.io.progress import StepLines
-    from geomlens.report.stages.sphere import trajectory_map
+    from geomlens.reporting.stages.sphere import trajectory_map
 
     ids = smollm2.tokenizer(PROMPT, return_tensors="pt")["input_ids"]
     hidden = {k: v[0] for k, v in hidden_states(smollm2, ids, [0, 15, 30]).items()}

@@ -24,7 +24,7 @@ from geomlens.analyses import ffn, head_probe, lens, vocab
 from geomlens.analyses import sphere as sph
 from geomlens.analyses.similarity import layer_stack
 from geomlens.analyses.walks import TokenSpace, _logits64, comparable, decoding_walk, encoding_walk
-from geomlens.capture.hooks import hidden_states
+from geomlens.capturing.hooks import hidden_states
 from geomlens.models import ModelView
 from geomlens.models.families import family_for
 

@@ -27,13 +27,13 @@ from geomlens.analyses.kernels import (
 from geomlens.analyses.refactor import record_attention, refactor_check
 from geomlens.analyses.similarity import layer_stack, similarity_maps
 from geomlens.analyses.walks import TokenSpace, decoding_walk, encoding_walk
-from geomlens.capture import CaptureConfig
+from geomlens.capturing import CaptureConfig
 from geomlens.cli import main
 from geomlens.commands.walk import run_walk
 from geomlens.errors import GeomlensError
 from geomlens.models import ModelView
 from geomlens.models.families.gpt2 import GPT2
-from geomlens.report.stages.walk import default_text, encode_text
+from geomlens.reporting.stages.walk import default_text, encode_text
 
 SHORT = "Q: What is 2 plus 2?\nA: 4.\n\nQ: What colour is snow?\nA: White."
 
@@ -329,8 +329,8 @@ def test_cli_text_options(tmp_path, capsys):
 
 
 def test_kernel_batch_fits_the_attention_budget():
-    from geomlens.capture.taps import ATTENTION_BYTES, TAP_CHUNK
-    from geomlens.capture.taps import attention_chunk as kernel_batch
+    from geomlens.capturing.taps import ATTENTION_BYTES, TAP_CHUNK
+    from geomlens.capturing.taps import attention_chunk as kernel_batch
 
     smol = SimpleNamespace(n_layers=30, n_heads=9)
     assert kernel_batch(smol, 128) == TAP_CHUNK  # the default report: unchanged

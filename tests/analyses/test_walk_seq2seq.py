@@ -34,7 +34,7 @@ from geomlens.analyses.walks import TokenSpace, comparable, decoding_walk, encod
 from geomlens.cli import main
 from geomlens.errors import GeomlensError
 from geomlens.models import ModelView, load_model
-from geomlens.report.stages.walk import check_generate, decoder_kernels, kernels_and_refactor
+from geomlens.reporting.stages.walk import check_generate, decoder_kernels, kernels_and_refactor
 
 ROWS = ("t5-v1_1", "t5-v1_0")
 TEXT = "Q: What is 2 plus 2?\nA: 4.\n\nQ: What colour is snow?\nA: White."

@@ -12,7 +12,6 @@ import pytest
 
 import geomlens
 import geomlens.api
-from geomlens.api import modules
 from geomlens.cli import main
 from geomlens.errors import GeomlensError
 from geomlens.models import ModelView
@@ -25,7 +24,7 @@ TEXT = "Q: What is 2 plus 2?\nA: 4.\n\nQ: What colour is snow?\nA: White."
 
 @pytest.fixture
 def small_umap(monkeypatch):
-    import geomlens.report.stages.sphere as sphere_command
+    import geomlens.reporting.stages.sphere as sphere_command
 
     monkeypatch.setattr(sphere_command, "UMAP_TOKENS", 300)
     monkeypatch.setattr(sphere_command, "IDENTITY_WINDOWS", 2)
@@ -175,31 +174,30 @@ def test_bad_arguments_are_one_sentence(call, message, tmp_path, monkeypatch):
     assert not (tmp_path / "runs").exists()
 
 
-def test_names_are_packages_and_functions():
-    """geomlens.report (and capture, concepts) is the package (imports, attributes and
-    patches see it) and, called, the API function; decompose, sphere and walk are the
-    functions themselves."""
+def test_api_names_are_functions_and_no_package_shares_one():
+    """geomlens.capture, concepts and report are the API functions even after the
+    subpackages behind them are imported (they are named capturing, concept_space and
+    reporting, so nothing replaces the functions)."""
+    import geomlens.capturing.capture
     import geomlens.commands.concepts
     import geomlens.commands.report
-    import geomlens.report.page
+    import geomlens.concept_space.tasks
+    import geomlens.reporting.page
 
-    for name in modules.CALLABLE:
-        package = getattr(geomlens, name)
-        assert package is sys.modules[f"geomlens.{name}"]
-        assert callable(package)
-        assert inspect.signature(package) == inspect.signature(getattr(geomlens.api, name))
-    for name in ("decompose", "sphere", "walk"):
+    for name in geomlens.api.COMMANDS:
         assert getattr(geomlens, name) is getattr(geomlens.api, name)
-    assert geomlens.report.page.write_report is not None
-    assert geomlens.capture.CaptureConfig().contexts == 128
+        assert inspect.isfunction(getattr(geomlens, name))
+        assert f"geomlens.{name}" not in sys.modules
+    assert geomlens.reporting.page.write_report is not None
+    assert geomlens.capturing.CaptureConfig().contexts == 128
 
 
-def test_a_package_name_resolves_in_a_fresh_interpreter():
-    """Before anything imported geomlens.concepts, its name imports it, made callable."""
+def test_an_api_name_resolves_in_a_fresh_interpreter():
+    """Before anything imported the API, its name imports the function."""
     import subprocess
 
     code = (
-        "import sys, geomlens; c = geomlens.concepts; "
-        "assert callable(c) and c is sys.modules['geomlens.concepts']"
+        "import geomlens, geomlens.api; c = geomlens.concepts; "
+        "assert c is geomlens.api.concepts and 'geomlens.concepts' not in __import__('sys').modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -153,7 +153,7 @@ def wait_for_checkpoint(
 def uninterrupted(tmp_path_factory, minilm) -> bytes:
     """The statistics of ``CAPTURE`` run to the end in one go (in this process, on the
     session's MiniLM: the same bytes as the command line's)."""
-    from geomlens.capture import CaptureConfig
+    from geomlens.capturing import CaptureConfig
     from geomlens.commands.capture import run_capture
 
     out = tmp_path_factory.mktemp("clean") / "run"

@@ -22,8 +22,8 @@ import pytest
 import torch
 from safetensors import SafetensorError
 
-import geomlens.capture.capture
-import geomlens.capture.store
+import geomlens.capturing.capture
+import geomlens.capturing.store
 from geomlens.cli import main
 from geomlens.errors import os_error_sentence
 from geomlens.models.bundled import BUNDLED
@@ -89,7 +89,7 @@ def finished_run_unchanged(d: Path, out: Path, mp: pytest.MonkeyPatch) -> None:
 
 def disk_full_at_second_checkpoint(d: Path, out: Path, mp: pytest.MonkeyPatch) -> None:
     """safetensors reports a full disk as its own error, as it does on a real full disk."""
-    real = geomlens.capture.store.save_file
+    real = geomlens.capturing.store.save_file
     calls = {"n": 0}
 
     def save_file(tensors, filename, *args, **kwargs):  # type: ignore[no-untyped-def]
@@ -100,7 +100,7 @@ def disk_full_at_second_checkpoint(d: Path, out: Path, mp: pytest.MonkeyPatch) -
             )
         return real(tensors, filename, *args, **kwargs)
 
-    mp.setattr(geomlens.capture.store, "save_file", save_file)
+    mp.setattr(geomlens.capturing.store, "save_file", save_file)
 
 
 def first_checkpoint_kept_then_resumes(d: Path, out: Path, mp: pytest.MonkeyPatch) -> None:
@@ -139,7 +139,7 @@ def statistics_kept_then_finishes(d: Path, out: Path, mp: pytest.MonkeyPatch) ->
 
 
 def nan_in_second_batch(d: Path, out: Path, mp: pytest.MonkeyPatch) -> None:
-    real = geomlens.capture.capture.batch_hidden_states
+    real = geomlens.capturing.capture.batch_hidden_states
     calls = {"n": 0}
 
     def hidden_states(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -149,7 +149,7 @@ def nan_in_second_batch(d: Path, out: Path, mp: pytest.MonkeyPatch) -> None:
             hidden[3] = torch.full_like(hidden[3], float("nan"))
         return hidden
 
-    mp.setattr(geomlens.capture.capture, "batch_hidden_states", hidden_states)
+    mp.setattr(geomlens.capturing.capture, "batch_hidden_states", hidden_states)
 
 
 def batches_before_nan_kept(d: Path, out: Path, mp: pytest.MonkeyPatch) -> None:

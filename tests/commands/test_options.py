@@ -12,7 +12,7 @@ from typing import get_type_hints
 import pytest
 
 import geomlens.api.commands as api
-from geomlens.capture.capture import CaptureConfig
+from geomlens.capturing.capture import CaptureConfig
 from geomlens.cli import build_parser, command_module
 from geomlens.commands.options import (
     DEFAULTS,
@@ -66,7 +66,7 @@ def test_the_default_of_contexts_is_written_once_in_src():
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
         if pattern.search(line)
     ]
-    assert found == ["geomlens/capture/capture.py:" + str(_line_of("contexts: int = 128"))]
+    assert found == ["geomlens/capturing/capture.py:" + str(_line_of("contexts: int = 128"))]
 
 
 def _line_of(text: str) -> int:

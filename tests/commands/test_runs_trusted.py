@@ -24,14 +24,14 @@ import torch
 from matplotlib.figure import Figure
 from safetensors.torch import load_file, save_file
 
-import geomlens.capture.capture
+import geomlens.capturing.capture
 import geomlens.pipeline.run
 from geomlens import open_run
 from geomlens.cli import MAX_MESSAGE, main
 from geomlens.errors import GeomlensError
 from geomlens.io.runfolder import FINGERPRINT_VERSION, LOCK_NAME, RunFolder, write_json
-from geomlens.report import figures, registry
-from geomlens.report.staged import Stage, Staged
+from geomlens.reporting import figures, registry
+from geomlens.reporting.staged import Stage, Staged
 
 # 6 windows of 16 tokens in 3 batches: every model call below takes about a second.
 CAPTURE = (
@@ -93,7 +93,7 @@ def finished(clean: tuple[Path, bytes], tmp_path: Path) -> Path:
 
 def interrupt_after_first_batch(monkeypatch: pytest.MonkeyPatch) -> None:
     """The capture dies in batch 2, after the checkpoint of batch 1, like a kill."""
-    real = geomlens.capture.capture.batch_hidden_states
+    real = geomlens.capturing.capture.batch_hidden_states
     calls = {"n": 0}
 
     def hidden_states(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -102,7 +102,7 @@ def interrupt_after_first_batch(monkeypatch: pytest.MonkeyPatch) -> None:
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(geomlens.capture.capture, "batch_hidden_states", hidden_states)
+    monkeypatch.setattr(geomlens.capturing.capture, "batch_hidden_states", hidden_states)
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from geomlens.capture import CaptureConfig
+from geomlens.capturing import CaptureConfig
 from geomlens.cli import main
 from geomlens.commands.capture import run_capture
 from geomlens.corpus import make_windows
@@ -160,7 +160,7 @@ def one_thread():
 def interrupted_after_the_first_batch(out, store_url, minilm, monkeypatch) -> None:
     """A local capture of CONFIG into ``out`` that dies in batch 2, like a kill, after the
     checkpoint of batch 1 (its activations already in the store)."""
-    import geomlens.capture.capture as capture_module
+    import geomlens.capturing.capture as capture_module
 
     real = capture_module.batch_hidden_states
     calls = {"n": 0}
@@ -287,7 +287,7 @@ def test_a_shard_alone_equals_its_rows_of_the_one_pass_capture(minilm, windows, 
     """capture_shard without Ray: the worker's computation, checked directly (with the
     taps a worker builds: the shard's first window feeds the attention tap, as in the
     local run)."""
-    from geomlens.capture.taps import Taps
+    from geomlens.capturing.taps import Taps
 
     view = minilm
     assert local_run.windows["fingerprint"] == windows.fingerprint

@@ -29,7 +29,7 @@ from family_cases import CASES, SEQ, SEQ2SEQ_CASES, VOCAB, Case, build_case
 from geomlens.analyses.attention_parts import BIAS_PART, parts_of, real_logits, split_logits
 from geomlens.analyses.lens import lens_logits
 from geomlens.analyses.refactor import refactor_check
-from geomlens.capture.hooks import hidden_states
+from geomlens.capturing.hooks import hidden_states
 from geomlens.errors import GeomlensError
 from geomlens.models import ModelView
 from geomlens.models.check import check_view

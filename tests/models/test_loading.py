@@ -7,7 +7,7 @@ import torch
 from tiny_models import char_tokenizer
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from geomlens.capture import CaptureConfig
+from geomlens.capturing import CaptureConfig
 from geomlens.commands.capture import run_capture
 from geomlens.errors import GeomlensError
 from geomlens.models import load_model

@@ -24,7 +24,7 @@ from geomlens.analyses.attention_parts import block_scores
 from geomlens.analyses.induction import layer_attention_weights
 from geomlens.analyses.kernels import EmpiricalKernel, KernelAccumulator
 from geomlens.analyses.similarity import seq2seq_forward
-from geomlens.capture.hooks import (
+from geomlens.capturing.hooks import (
     AttentionRecord,
     attention_record,
     attention_sites,
@@ -392,7 +392,7 @@ class AttentionTap(StateParts):
         from geomlens.analyses.attention_parts import self_scores
         from geomlens.analyses.kernels import cross_scores
         from geomlens.analyses.similarity import decoder_inputs
-        from geomlens.capture.taps import attention_chunk
+        from geomlens.capturing.taps import attention_chunk
 
         assert self.decoder is not None and self.cross is not None
         ids, encoded = self._encoder_io["ids"], self._encoder_io["encoded"]

@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from geomlens.capture.hooks import hidden_states, recording_inputs
+from geomlens.capturing.hooks import hidden_states, recording_inputs
 from geomlens.models.view import ModelView, NormView
 from geomlens.stats.rounding import sig
 

@@ -23,7 +23,7 @@ import numpy.typing as npt
 import torch
 
 from geomlens.analyses.vocab import Columns, per_token, scan_vocab
-from geomlens.capture.hooks import on_outputs
+from geomlens.capturing.hooks import on_outputs
 from geomlens.errors import GeomlensError
 from geomlens.models.view import ModelView, NormView
 from geomlens.stats.base import StateParts, check_state

@@ -13,7 +13,7 @@ from typing import TypeVar
 
 from geomlens.analyses.refactor import AttentionTap
 from geomlens.analyses.sphere import NormTap
-from geomlens.capture.taps import PREFIX, Tap, Taps, TapsFactory
+from geomlens.capturing.taps import PREFIX, Tap, Taps, TapsFactory
 from geomlens.errors import GeomlensError
 from geomlens.io.files import damaged
 from geomlens.io.runfolder import RERUN, RunFolder, load_state

@@ -30,7 +30,7 @@ import torch
 
 from geomlens.analyses.similarity import FINAL_NORM, readout_norm
 from geomlens.analyses.vocab import Columns, Readout, ScoreFn, per_token, scan_vocab, unembed_scores
-from geomlens.capture.hooks import cache_keyword
+from geomlens.capturing.hooks import cache_keyword
 from geomlens.errors import GeomlensError
 from geomlens.models.view import ModelView
 from geomlens.stats.intervals import block_bootstrap_mean

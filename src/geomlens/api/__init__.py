@@ -12,10 +12,9 @@
     acts = geomlens.activations("smollm2-135m", ["The cat sat.", "A dog ran."])
     acts.hidden_states[0]  # [layers + 1, tokens, d] of the first text
 
-``geomlens.api.decompose`` is the same function; ``geomlens.commands.decompose`` is the module
-``geomlens/commands/decompose.py`` made callable (see ``geomlens.api.modules``). The names are
-imported on first use, so ``import geomlens.api`` loads no model code. See
-docs/python_api.md.
+``geomlens.api.decompose`` is the same function (``geomlens.commands.decompose`` is the
+command's module). The names are imported on first use, so ``import geomlens.api`` loads no
+model code. See docs/python_api.md.
 """
 
 from __future__ import annotations

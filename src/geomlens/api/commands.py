@@ -25,7 +25,7 @@ from geomlens.commands.options import CaptureArguments, Dtype, Engine, option_de
 from geomlens.commands.result import Result
 from geomlens.errors import GeomlensError
 from geomlens.models.view import ModelView
-from geomlens.report.figure_level import FigureLevel
+from geomlens.reporting.figure_level import FigureLevel
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -162,7 +162,7 @@ def forward(
     and the attention probabilities [layers, heads, T, T] when ``attentions``."""
     import torch
 
-    from geomlens.capture.hooks import base_kwargs, hidden_states, recording
+    from geomlens.capturing.hooks import base_kwargs, hidden_states, recording
     from geomlens.models.loading import eager_attention
 
     layers = list(range(view.n_layers + 1))

@@ -23,7 +23,7 @@ from geomlens.analyses.attention_parts import AttentionParts, attention_parts, s
 from geomlens.analyses.decomposition import LayerDecomposition, analyse_layers
 from geomlens.analyses.spectra import gram_matrix
 from geomlens.arithmetic.data import Problems, sequence_length
-from geomlens.capture.hooks import hidden_states
+from geomlens.capturing.hooks import hidden_states
 from geomlens.models.view import ModelView
 from geomlens.stats import CapturedBatch, DecompositionAccumulator, DecompositionStats
 

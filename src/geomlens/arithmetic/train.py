@@ -41,7 +41,7 @@ from geomlens.arithmetic.evaluate import (
     range_means,
 )
 from geomlens.arithmetic.model import build_model
-from geomlens.capture.interrupt import StopRequest, stop_at_batch_boundary
+from geomlens.capturing.interrupt import StopRequest, stop_at_batch_boundary
 from geomlens.errors import GeomlensError
 
 TRAIN_STREAM, POSITION_STREAM = 1, 2

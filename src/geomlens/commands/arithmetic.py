@@ -26,8 +26,8 @@ from geomlens.arithmetic.train import StepHook, Trained, train
 from geomlens.engines.threads import torch_threads
 from geomlens.io import lifecycle
 from geomlens.io.runfolder import Run
-from geomlens.report import arithmetic_figures as figs
-from geomlens.report.figures import save_all
+from geomlens.reporting import arithmetic_figures as figs
+from geomlens.reporting.figures import save_all
 from geomlens.stats.rounding import rounded
 
 CONTROL_POSITIONS = "sorted random subset of 0..n_positions-1 per training sequence"

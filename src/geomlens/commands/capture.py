@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from geomlens.capture.capture import CaptureConfig
+from geomlens.capturing.capture import CaptureConfig
 from geomlens.commands.options import (
     DEFAULTS,
     RUN_OPTIONS,
@@ -26,7 +26,7 @@ from geomlens.io.runfolder import Run
 from geomlens.models.view import ModelView
 from geomlens.pipeline import run as pipeline
 from geomlens.pipeline.request import RunRequest
-from geomlens.report.figure_level import FigureLevel
+from geomlens.reporting.figure_level import FigureLevel
 
 
 def run_capture(config: CaptureConfig, out: str | Path, **kwargs: Any) -> Run:

@@ -1,5 +1,5 @@
 """``geomlens compare``: the per-layer numbers and the papers' claims of several finished
-runs side by side (``geomlens.report.compare``).
+runs side by side (``geomlens.reporting.compare``).
 
 Each run's metrics.json is checked first, like every other reader of a run folder: the
 decomposition's layers are objects whose numbers are numbers (finite: the JSON reader
@@ -98,7 +98,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from geomlens.report.compare import write_compare
+    from geomlens.reporting.compare import write_compare
 
     for path in args.runs:
         check_run(path)

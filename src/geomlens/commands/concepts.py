@@ -1,5 +1,5 @@
 """``geomlens concepts``: baseline, concept-space tests and sweeps written to one run folder
-(``report/stages/concepts.py``)."""
+(``reporting/stages/concepts.py``)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Any
 
 from geomlens.commands.options import finished, folder_for, parse_limit
 from geomlens.commands.result import Result, result_of
-from geomlens.concepts.tasks import Task, load_task
+from geomlens.concept_space.tasks import Task, load_task
 from geomlens.models.view import ModelView
-from geomlens.report.stages.concepts import ConceptsConfig, run_concepts
+from geomlens.reporting.stages.concepts import ConceptsConfig, run_concepts
 
 
 def task_of(config: ConceptsConfig) -> Task:

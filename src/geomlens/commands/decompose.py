@@ -1,5 +1,5 @@
 """``geomlens decompose``: the position/context analysis of one captured run
-(``report/stages/decomposition.py``)."""
+(``reporting/stages/decomposition.py``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from geomlens.capture.capture import CaptureConfig
+from geomlens.capturing.capture import CaptureConfig
 from geomlens.commands.capture import CaptureRunConfig
 from geomlens.commands.options import add_capture_options, capture_options, finished
 from geomlens.commands.result import Result
@@ -18,7 +18,7 @@ from geomlens.io.runfolder import Run
 from geomlens.models.view import ModelView
 from geomlens.pipeline import run as pipeline
 from geomlens.pipeline.request import RunRequest
-from geomlens.report.stages.decomposition import DecompositionAnalysis
+from geomlens.reporting.stages.decomposition import DecompositionAnalysis
 
 
 def run_decompose(

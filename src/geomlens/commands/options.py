@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args
 
-from geomlens.capture.capture import CaptureConfig
+from geomlens.capturing.capture import CaptureConfig
 from geomlens.engines import ENGINES, EngineConfig
 from geomlens.errors import seconds_option
-from geomlens.report.figure_level import FIGURE_LEVELS, FigureLevel
+from geomlens.reporting.figure_level import FIGURE_LEVELS, FigureLevel
 
 MAX_LAYERS = 1_000_000
 """The widest --layers range read (bounds memory before any model is known)."""

@@ -3,7 +3,7 @@
 One capture pass (with second moments) feeds the position/context decomposition and,
 from its first windows, the norm statistics of the sphere stage and the position kernels
 and refactoring check of the walk stage (see ``capture.taps``); the stages
-(``report/staged.py``) read those, the same windows and the same loaded model.
+(``reporting/staged.py``) read those, the same windows and the same loaded model.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from geomlens.capture.capture import CaptureConfig, check_length, resolve_layers
+from geomlens.capturing.capture import CaptureConfig, check_length, resolve_layers
 from geomlens.commands.capture import CaptureRunConfig
 from geomlens.commands.options import add_capture_options, capture_options, finished
 from geomlens.commands.result import Result
@@ -30,14 +30,14 @@ from geomlens.models.view import ModelView
 from geomlens.pipeline import run as pipeline
 from geomlens.pipeline.request import RunRequest
 from geomlens.pipeline.run import check_decomposable
-from geomlens.report import registry
-from geomlens.report.figure_level import FigureLevel
-from geomlens.report.page import write_report
-from geomlens.report.staged import Staged, report_stages, report_taps
-from geomlens.report.stages import StageRequest
-from geomlens.report.stages.concepts import DEFAULT_TASK, default_task
-from geomlens.report.stages.sphere import DEFAULT_PROMPT, check_prompt, load_nouns
-from geomlens.report.stages.walk import (
+from geomlens.reporting import registry
+from geomlens.reporting.figure_level import FigureLevel
+from geomlens.reporting.page import write_report
+from geomlens.reporting.staged import Staged, report_stages, report_taps
+from geomlens.reporting.stages import StageRequest
+from geomlens.reporting.stages.concepts import DEFAULT_TASK, default_task
+from geomlens.reporting.stages.sphere import DEFAULT_PROMPT, check_prompt, load_nouns
+from geomlens.reporting.stages.walk import (
     WALK_GENERATE,
     check_generate,
     default_text,
@@ -73,8 +73,8 @@ def preflight(
     check_generate(view, len(ids), WALK_GENERATE if view.generates else 0)
     check_prompt(view, DEFAULT_PROMPT)
     if view.generates:
-        from geomlens.concepts.baseline import prepare
-        from geomlens.concepts.tasks import load_task
+        from geomlens.concept_space.baseline import prepare
+        from geomlens.concept_space.tasks import load_task
 
         loaded = load_task(task or default_task(DEFAULT_TASK))
         prepare(view, loaded, loaded.take(limit), 0, config.seed)  # tokenisation only
@@ -112,7 +112,7 @@ def run_report(
     if limit < 1:
         raise GeomlensError(f"--limit must be at least 1 (got {limit}).")
     if task is not None:  # a bad task file is reported now, not after the capture
-        from geomlens.concepts.tasks import load_task
+        from geomlens.concept_space.tasks import load_task
 
         load_task(task)
     config = dataclasses.replace(config, second_moment=True)

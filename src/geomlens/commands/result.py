@@ -19,8 +19,8 @@ if TYPE_CHECKING:
 
 def headline(metrics: dict[str, Any]) -> list[tuple[str, Any]]:
     """A few numbers that say what the run found, as (label, value) pairs: each registered
-    analysis's (``report/registry.py``), in order."""
-    from geomlens.report import registry
+    analysis's (``reporting/registry.py``), in order."""
+    from geomlens.reporting import registry
 
     return registry.headline(metrics)
 
@@ -112,20 +112,20 @@ class Result:
         Gram matrices, heatmaps, head probes, walks and the other static figures are
         matplotlib PNGs: see ``images``.
         """
-        from geomlens.report.registry import figures_of
+        from geomlens.reporting.registry import figures_of
 
         return figures_of(self.folder, self.metrics)
 
     @cached_property
     def images(self) -> dict[str, Path]:
         """The static PNG figures in ``figures/``, by file stem."""
-        from geomlens.report.run_figures import images_of
+        from geomlens.reporting.run_figures import images_of
 
         return images_of(self.folder)
 
     def summary(self) -> list[str]:
         """The lines ``geomlens <command>`` prints when it finishes."""
-        from geomlens.report import registry
+        from geomlens.reporting import registry
 
         return registry.summary_lines(self.command, self.run)
 
@@ -142,7 +142,7 @@ class Result:
 
         ``name`` is one of ``tables()`` ("decomposition/layers", "capture/layers", ...);
         by default the decomposition's primary view, else the capture's. Each column's
-        meaning (the metric glossary, ``geomlens.report.glossary``) is in
+        meaning (the metric glossary, ``geomlens.reporting.glossary``) is in
         ``df.attrs["descriptions"]`` (column -> sentence); ``glossary(df.columns)`` gives
         them as a table.
         """
@@ -165,7 +165,7 @@ class Result:
     def glossary(self, keys: Iterable[str] | None = None) -> pd.Series:
         """What each metric key means (one sentence each), as a pandas Series indexed by
         key: of ``keys``, or of every column of every per-layer table of the run."""
-        from geomlens.report.glossary import descriptions
+        from geomlens.reporting.glossary import descriptions
 
         pd = pandas()
         if keys is None:
@@ -188,7 +188,7 @@ class Result:
 
 def open_result(folder: str | Path) -> Result:
     """The ``Result`` of a finished run folder written by any command (or the API)."""
-    from geomlens.report import registry
+    from geomlens.reporting import registry
 
     run = open_run(folder)  # refuses a folder without a finished run
     command = run.manifest.get("command")

@@ -1,5 +1,5 @@
 """``geomlens sphere``: layer norm and the hypersphere (Molina 2023, "Traveling Words");
-the analysis step is ``report/stages/sphere.py``. See docs/sphere.md."""
+the analysis step is ``reporting/stages/sphere.py``. See docs/sphere.md."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from geomlens.analyses.taps import tap_factory
-from geomlens.capture.capture import CaptureConfig
+from geomlens.capturing.capture import CaptureConfig
 from geomlens.commands.capture import CaptureRunConfig
 from geomlens.commands.options import add_capture_options, capture_options, finished, parse_layers
 from geomlens.commands.result import Result
@@ -22,7 +22,7 @@ from geomlens.models.loading import load_configured
 from geomlens.models.view import ModelView
 from geomlens.pipeline import run as pipeline
 from geomlens.pipeline.request import RunRequest
-from geomlens.report.stages.sphere import (
+from geomlens.reporting.stages.sphere import (
     DEFAULT_PROMPT,
     SphereAnalysis,
     check_probe_layers,

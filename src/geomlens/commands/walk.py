@@ -1,5 +1,5 @@
 """``geomlens walk``: movement through embedding space (Singh, 2023) on one model; the
-analysis step is ``report/stages/walk.py``."""
+analysis step is ``reporting/stages/walk.py``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 from geomlens.analyses.kernels import N_OFFSETS
 from geomlens.analyses.taps import tap_factory
-from geomlens.capture.capture import CaptureConfig
+from geomlens.capturing.capture import CaptureConfig
 from geomlens.commands.capture import CaptureRunConfig
 from geomlens.commands.options import add_capture_options, capture_options, finished
 from geomlens.commands.result import Result
@@ -23,7 +23,7 @@ from geomlens.models.loading import load_configured
 from geomlens.models.view import ModelView
 from geomlens.pipeline import run as pipeline
 from geomlens.pipeline.request import RunRequest
-from geomlens.report.stages.walk import (
+from geomlens.reporting.stages.walk import (
     KERNEL_WINDOWS,
     TOP_K,
     WalkAnalysis,

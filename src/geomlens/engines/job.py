@@ -12,8 +12,8 @@ from geomlens.engines.ray_import import require_ray
 from geomlens.errors import GeomlensError
 
 if TYPE_CHECKING:
-    from geomlens.capture.capture import CaptureConfig
-    from geomlens.capture.taps import Taps
+    from geomlens.capturing.capture import CaptureConfig
+    from geomlens.capturing.taps import Taps
     from geomlens.corpus import Windows
     from geomlens.io.runfolder import RunFolder
     from geomlens.models.view import ModelView
@@ -60,7 +60,7 @@ class EngineConfig:
         if self.activations_dir is not None and not save_activations:
             raise GeomlensError("--activations-dir needs --save-activations.")
         if self.activations_dir is not None and "://" in self.activations_dir:
-            from geomlens.capture.store import url_fs
+            from geomlens.capturing.store import url_fs
 
             url_fs(self.activations_dir)  # a missing filesystem package, before any work
         if self.name == "ray":

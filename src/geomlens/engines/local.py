@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from geomlens.capture.capture import capture_windows
+from geomlens.capturing.capture import capture_windows
 from geomlens.engines.threads import torch_threads
 
 if TYPE_CHECKING:

@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from geomlens.capture.capture import resolve_layers
-from geomlens.capture.interrupt import stop_at_batch_boundary
-from geomlens.capture.taps import Taps
+from geomlens.capturing.capture import resolve_layers
+from geomlens.capturing.interrupt import stop_at_batch_boundary
+from geomlens.capturing.taps import Taps
 from geomlens.engines.merge import merge_shards
 from geomlens.engines.ray_import import require_ray
 from geomlens.engines.shards import (

@@ -16,8 +16,8 @@ import torch
 from safetensors.torch import load as load_bytes
 from safetensors.torch import save as save_bytes
 
-from geomlens.capture.store import write_shard
-from geomlens.capture.taps import Taps, batch_hidden_states
+from geomlens.capturing.store import write_shard
+from geomlens.capturing.taps import Taps, batch_hidden_states
 from geomlens.errors import GeomlensError
 from geomlens.models.view import ModelView
 from geomlens.stats import CapturedBatch, DecompositionAccumulator, NonFiniteError

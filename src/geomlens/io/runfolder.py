@@ -33,8 +33,8 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
-from geomlens.capture.store import ActivationStore, save_atomic
-from geomlens.capture.taps import Taps, without_taps
+from geomlens.capturing.store import ActivationStore, save_atomic
+from geomlens.capturing.taps import Taps, without_taps
 from geomlens.errors import GeomlensError, IdentityError, NonFiniteResult
 from geomlens.io.files import content_hash, damaged, read_json, replacing
 from geomlens.io.jsontext import non_finite

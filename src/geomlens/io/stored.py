@@ -32,7 +32,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_file
 
-from geomlens.capture.store import save_atomic
+from geomlens.capturing.store import save_atomic
 from geomlens.io.files import write_text_atomic
 from geomlens.stats.decomposition import GROUP_STATE
 

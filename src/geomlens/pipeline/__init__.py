@@ -3,5 +3,5 @@ finished run folder out (``pipeline.run.run``).
 
 load the model and the windows -> capture (streaming, resumable) -> the request's
 ``Analysis`` -> the papers' claims -> the run folder completed. The commands only turn their
-options into a request; the analysis steps themselves live in ``report/stages/``.
+options into a request; the analysis steps themselves live in ``reporting/stages/``.
 """

@@ -6,12 +6,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from geomlens.capture.capture import CaptureConfig
-from geomlens.capture.taps import TapsFactory
+from geomlens.capturing.capture import CaptureConfig
+from geomlens.capturing.taps import TapsFactory
 from geomlens.engines import EngineConfig
 from geomlens.models.view import ModelView
-from geomlens.report.figure_level import FigureLevel
-from geomlens.report.stages import Analysis
+from geomlens.reporting.figure_level import FigureLevel
+from geomlens.reporting.stages import Analysis
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ from safetensors import SafetensorError, safe_open
 from threadpoolctl import threadpool_limits
 
 from geomlens.analyses.taps import saved_taps
-from geomlens.capture.capture import CaptureConfig, check_length, resolve_layers
-from geomlens.capture.taps import Taps, fill_taps
+from geomlens.capturing.capture import CaptureConfig, check_length, resolve_layers
+from geomlens.capturing.taps import Taps, fill_taps
 from geomlens.corpus import Corpus, Windows, load_corpus, make_windows
 from geomlens.engines import CaptureJob
 from geomlens.engines import capture as engine_capture
@@ -38,10 +38,10 @@ from geomlens.models.facts import check_before_loading
 from geomlens.models.loading import load_configured
 from geomlens.models.view import ModelView
 from geomlens.pipeline.request import RunRequest
-from geomlens.report.claims import published_section
-from geomlens.report.figure_level import figure_level
-from geomlens.report.registry import claim_records, command_sections
-from geomlens.report.stages.decomposition import QK_BASIS_MIN
+from geomlens.reporting.claims import published_section
+from geomlens.reporting.figure_level import figure_level
+from geomlens.reporting.registry import claim_records, command_sections
+from geomlens.reporting.stages.decomposition import QK_BASIS_MIN
 from geomlens.stats import DecompositionAccumulator
 from geomlens.stats.decomposition import GROUP_STATE, interval_groups, state_spec
 from geomlens.stats.finite import require_finite_weights

@@ -1,0 +1,1 @@
+"""The sections of report.html, one module per analysis (see reporting/registry.py)."""

@@ -1,0 +1,140 @@
+"""The attention section: logit parts per head, W_QK in the positional basis, induction heads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from geomlens.io.runfolder import Run
+from geomlens.reporting import interactive as plots
+from geomlens.reporting.html import paper, plot, readings, table
+from geomlens.reporting.section import Section, pct
+
+
+def attention_section(run: Run) -> str:
+    m, folder = run.metrics, run.path
+    att, ind = m.get("attention") or {}, m.get("induction") or {}
+    parts = [
+        paper(
+            "song",
+            "Each head's attention logits split into position-position, position-context, "
+            "context-position, context-context and rest terms; W_QK read in the positional "
+            "basis; induction heads.",
+        )
+    ]
+    if "unsupported" in att:
+        parts.append(readings([f"Attention split not available: {att['unsupported']}"]))
+    elif att:
+        lines = []
+        for block in att["parts"]:
+            names = block["parts"]
+            means = [
+                sum(row[p] for row in block["share"]) / len(block["share"])
+                for p in range(len(names))
+            ]
+            best = max(range(len(names)), key=lambda p: means[p])
+            lines.append(
+                f"Block {block['layer']}: averaged over heads, {names[best]} has "
+                f"{pct(means[best])} of the summed variances of the parts (var(part) over the "
+                "sum of var(part) over parts, not a share of the logits' own variance, as the "
+                "parts covary); the parts rebuild the real logits to "
+                f"{block['max_rel_error']:.1e}."
+            )
+        parts.append(readings(lines))
+        parts.append(
+            plot(
+                plots.attention_parts(att["parts"]),
+                "plot-attention",
+                "Logit parts per head",
+                HOW["attention_parts"],
+            )
+        )
+        whole = ("whole_residual", "whole_baseline_residual", "whole_low_rank_in_basis")
+        qk_rows = [
+            [b["layer"], h["head"], h["residual"], h["baseline_residual"], h["share_in_basis"]]
+            + [h.get(key, "–") for key in whole]
+            for b in att.get("qk_basis", [])
+            for h in b["heads"]
+        ]
+        parts.append(
+            table(
+                ["block", "head", "low-rank+diag residual", "random residual", "share in basis"]
+                + ["whole W_QK residual", "random head", "low-rank part in basis"],
+                qk_rows,
+                "W_QK in the top positional directions, and the whole W_QK",
+                keys=["block", "head", "residual", "baseline_residual", "share_in_basis"]
+                + list(whole),
+            )
+        )
+    if ind and "unsupported" not in ind:
+        parts.append(induction_part(ind))
+    elif ind:
+        parts.append(readings([f"Induction heads: {ind['unsupported']}"]))
+    parts.append(SECTION.static_figures(folder, ("attention_", "qk_basis", "induction_")))
+    return "".join(parts)
+
+
+INDUCTION_KEYS = [
+    "layer",
+    "head",
+    "score",
+    "same_token",
+    "neighbours_local",
+    "neighbours_earlier",
+    "other",
+]
+"""The columns of the induction table (each head's attention split, from ``splits``)."""
+
+
+def induction_part(ind: dict[str, Any]) -> str:
+    """The induction reading and the table of the heads found and the top heads."""
+    found = ind.get("found") or []
+    splits = ind.get("splits") or []
+    named = ", ".join(f"block {layer} head {head}" for layer, head in found[:5])
+    line = (
+        f"{len(found)} head(s) score above {ind.get('threshold')} on repeated random tokens "
+        f"(score: attention from the second copy of a token to the token after its first "
+        f"copy; {ind.get('batch')} sequences of 2 x {ind.get('n')} tokens)"
+        + (f": {named}." if named else ".")
+    )
+    rows = [[split.get(k) for k in INDUCTION_KEYS] for split in splits]
+    return readings([line]) + (
+        table(
+            ["block", *INDUCTION_KEYS[1:]],
+            rows,
+            "Induction heads: where each chosen head attends (shares of its attention)",
+            keys=INDUCTION_KEYS,
+        )
+        if rows
+        else ""
+    )
+
+
+HOW = {
+    "attention_parts": "one stacked bar per head (grouped by block): each colour is a logit "
+    "part's variance over the summed variances of the parts; a tall pos_pos bar means the "
+    "head's pattern is mostly set by positions.",
+    "induction_scores": "one cell per block and head: bright cells attend from a repeated "
+    "token to the token that followed its first copy.",
+    "induction_splits": "for each chosen head, how its attention divides between the same "
+    "token, nearby tokens and the induction target.",
+    "attention_heatmaps": "mean attention per query (row) and key (column) position; a "
+    "bright diagonal band is attention to nearby positions.",
+    "qk_basis": "W_QK in the top positional directions: a bright diagonal with little "
+    "elsewhere is the low-rank plus diagonal structure.",
+}
+"""A line under each figure of the section saying how to read it."""
+
+
+SECTION = Section(
+    "attention",
+    "Attention",
+    attention_section,
+    present=lambda run: "attention" in run.metrics or "induction" in run.metrics,
+    captions={
+        "attention_parts": "Attention logit parts per head",
+        "induction_scores": "Induction scores per head",
+        "induction_splits": "Attention of induction heads: same token, neighbours, induction",
+    },
+    how=HOW,
+    interactive=("attention_parts",),
+)
