@@ -70,7 +70,7 @@ def test_the_default_of_contexts_is_written_once_in_src():
 
 
 def _line_of(text: str) -> int:
-    lines = (SRC / "geomlens" / "capture" / "capture.py").read_text().splitlines()
+    lines = (SRC / "geomlens" / "capturing" / "capture.py").read_text().splitlines()
     return next(i for i, line in enumerate(lines, 1) if line.strip() == text)
 
 

@@ -98,7 +98,7 @@ def never_loads(monkeypatch):
         raise AssertionError("the model's weights were loaded")
 
     loaders = ("commands.report", "commands.walk", "commands.sphere", "pipeline.run")
-    for module in (*loaders, "report.stages.concepts"):
+    for module in (*loaders, "reporting.stages.concepts"):
         monkeypatch.setattr(f"geomlens.{module}.load_configured", load)
 
 
