@@ -231,26 +231,21 @@ def sections_of(request: RunRequest) -> tuple[str, ...]:
     return command_sections().get(request.command, ("capture",))
 
 
-def reuse_finished(
-    run: lifecycle.RunInFolder,
-    config: CaptureConfig,
-    view: ModelView | None,
-    sections: tuple[str, ...],
-    tapped: bool = False,
-) -> Run | None:
-    """The finished run in ``folder`` when it is this run with every part present; None
+def reuse_finished(run: lifecycle.RunInFolder, request: RunRequest) -> Run | None:
+    """The finished run in the folder when it is this request's with every part present; None
     (after a notice) when parts are missing; refused when it is another run.
 
     The windows follow from the corpus, the tokenizer and the config: comparing the corpus
     and the model does not need the (slow) tokenizing of every window.
     """
+    config, view = request.config, request.view
     folder, corpus = run.folder, load_corpus(config.corpus)
     folder.check_identity(
         run.previous or {},
         {"model": model_fingerprint(model_source(config, view)), "corpus": corpus.fingerprint},
         finished=True,
     )
-    missing = finished_parts_missing(folder, sections, tapped)
+    missing = finished_parts_missing(folder, sections_of(request), request.taps is not None)
     if not missing:
         return run.reuse()
     print(
@@ -289,7 +284,7 @@ def captured(
 def _run_locked(run: lifecycle.RunInFolder, request: RunRequest) -> Run:
     config, view, taps = request.config, request.view, request.taps
     if run.finished:
-        reused = reuse_finished(run, config, view, sections_of(request), taps is not None)
+        reused = reuse_finished(run, request)
         if reused is not None:
             return reused
     folder = run.folder

@@ -29,7 +29,7 @@ from geomlens.reporting.stages import decomposition as decomposition_stage
 from geomlens.reporting.stages import sphere as sphere_stage
 from geomlens.reporting.stages import walk as walk_stage
 
-Windows = Callable[[], int]
+TapWindows = Callable[[], int]
 """A tap's window count, read when the run starts (tests lower the module constants)."""
 
 
@@ -62,7 +62,7 @@ class AnalysisEntry:
     stage: StageFactory | None = None
     title: str = ""
     generating_only: bool = False
-    taps: Mapping[str, Windows] = field(default_factory=dict)
+    taps: Mapping[str, TapWindows] = field(default_factory=dict)
     command: str = ""
     captures: bool = True
     summary: Callable[[Any], list[str]] | None = None
