@@ -21,7 +21,14 @@ from geomlens.arithmetic.evaluate import (
 from geomlens.arithmetic.geometry import untrained_block
 from geomlens.arithmetic.model import build_model, model_view
 from geomlens.arithmetic.seeds import seed_spread, side_means, spread
-from geomlens.arithmetic.train import BatchSource, TrainFolder, loss_on, lr_factor, train
+from geomlens.arithmetic.train import (
+    BatchSource,
+    TrainFolder,
+    loss_on,
+    lr_factor,
+    offset_position_ids,
+    train,
+)
 from geomlens.cli import main
 from geomlens.commands.arithmetic import run_arithmetic
 from geomlens.errors import GeomlensError
@@ -222,6 +229,35 @@ def test_randomised_position_ids_are_sorted_subsets():
     assert positions is not None and positions.shape == batch.tokens.shape
     assert bool((positions[:, 1:] > positions[:, :-1]).all())
     assert int(positions.max()) < config.shape.n_positions
+
+
+def test_offset_position_ids_are_windows_that_fit_and_reach_every_row():
+    config = tiny(control=True, control_positions="offset")
+    n_positions = config.shape.n_positions
+    source = BatchSource(config, randomise_positions=True)
+    starts = set()
+    for step in range(4):
+        batch, positions = source(step)
+        assert positions is not None and positions.shape == batch.tokens.shape
+        width = batch.tokens.shape[1]
+        first = positions[:, :1]
+        assert torch.equal(positions - first, torch.arange(width).expand_as(positions))
+        assert int(positions.min()) >= 0 and int(positions.max()) <= n_positions - 1
+        starts |= {int(k) for k in first.flatten()}
+    # 64 windows of width 12 over 15 ids: every offset 0..3, so every row, is drawn
+    assert starts == set(range(n_positions - width + 1))
+    # the same step gives the same ids; the subset scheme still gives gapped subsets
+    assert torch.equal(source(2)[1], BatchSource(config, randomise_positions=True)(2)[1])
+    _, subset = BatchSource(tiny(control=True), randomise_positions=True)(0)
+    assert subset is not None and not torch.equal(subset - subset[:, :1], positions - first)
+
+
+def test_offset_window_wider_than_the_table_is_refused():
+    with pytest.raises(ValueError, match="does not fit"):
+        offset_position_ids(np.random.default_rng(0), 2, 12, 11)
+    assert (
+        offset_position_ids(np.random.default_rng(0), 3, 11, 11).tolist() == [list(range(11))] * 3
+    )
 
 
 def test_view_of_the_model_is_the_gpt2_mapping():
@@ -452,6 +488,7 @@ def test_config_errors_are_one_sentence(capsys, tmp_path):
         (["--target-accuracy", "1.5"], "between 0 and 1"),
         (["--seeds", "0"], "--seeds must be at least 1"),
         (["--check-every", "0"], "--check-every must be at least 1"),
+        (["--control-positions", "random"], "--control-positions must be one of subset, offset"),
     ):
         code = main(["arithmetic", "--preset", "quick", *argv, "--out", str(tmp_path / "r")])
         err = capsys.readouterr().err

@@ -26,6 +26,8 @@ MAX_DIGITS = 100
 
 LR_SCHEDULES = ("cosine", "constant")
 DTYPES = ("float32", "float64")
+CONTROL_POSITIONS = ("subset", "offset")
+"""How the control's training position ids are drawn (``ArithmeticConfig.control_positions``)."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,11 @@ class ArithmeticConfig:
         geometry_contexts: C, the prompts of one length whose hidden states are decomposed.
         attention_contexts: prompts whose attention logits are split into parts.
         control: also train a control model on randomised position ids.
+        control_positions: how the control's ids are drawn for each training sequence of
+            a batch of width L: "subset", a sorted random subset of L ids out of
+            0..n_positions-1; "offset", the contiguous ids k..k+L-1 with k uniform in
+            0..n_positions-L (relative positions kept). Either way every row of the
+            position table is trained.
         device: "cpu" or "cuda"; threads: torch CPU threads (None: torch's default).
         seed: seeds data, initialisation and every analysis; seeds: how many models are
             trained, with seeds ``seed``, ``seed + 1``, ... (the spread is reported).
@@ -89,6 +96,7 @@ class ArithmeticConfig:
     geometry_contexts: int = 512
     attention_contexts: int = 32
     control: bool = True
+    control_positions: str = "subset"
     device: str = "cpu"
     threads: int | None = None
     seed: int = 0
@@ -167,6 +175,11 @@ class ArithmeticConfig:
         if self.target_accuracy is not None and not 0.0 <= self.target_accuracy <= 1.0:
             raise GeomlensError(
                 f"--target-accuracy must be between 0 and 1 (got {self.target_accuracy})."
+            )
+        if self.control_positions not in CONTROL_POSITIONS:
+            raise GeomlensError(
+                f"--control-positions must be one of {', '.join(CONTROL_POSITIONS)} "
+                f"(got {self.control_positions!r})."
             )
         if self.dtype not in DTYPES:
             raise GeomlensError(f"--dtype must be one of {', '.join(DTYPES)} (got {self.dtype!r}).")

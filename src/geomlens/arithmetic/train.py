@@ -9,10 +9,12 @@ held-out problems of each training length (their own seed stream, decoded in flo
 training stops at the first check where every training length reaches the target, or at
 ``steps``. Training runs with torch's deterministic algorithms.
 
-The control model sees randomised position ids while training: for each sequence of a
-batch of width L, a sorted random subset of L ids out of 0..n_positions-1 (randomised
-positional encodings, Ruoss et al. 2023), so every row of the position table is trained.
-It is evaluated and measured with the usual ids 0, 1, 2, ... like the main model.
+The control model sees randomised position ids while training, so every row of the
+position table is trained: for each sequence of a batch of width L, either a sorted random
+subset of L ids out of 0..n_positions-1 (``control_positions`` "subset"; randomised
+positional encodings, Ruoss et al. 2023) or the contiguous ids k..k+L-1 from a random
+offset k ("offset", which keeps the distance between tokens). It is evaluated and measured
+with the usual ids 0, 1, 2, ... like the main model.
 """
 
 from __future__ import annotations
@@ -152,6 +154,21 @@ def random_position_ids(
     return torch.from_numpy(ids.astype(np.int64))
 
 
+def offset_position_ids(
+    rng: np.random.Generator, batch: int, width: int, n_positions: int
+) -> torch.Tensor:
+    """[batch, width] contiguous ids k..k+width-1, k uniform in 0..n_positions-width per
+    row: the window always fits the position table, and every row of it is reached."""
+    if width > n_positions:
+        raise ValueError(f"a window of {width} ids does not fit {n_positions} positions")
+    starts = rng.integers(0, n_positions - width + 1, size=(batch, 1))
+    return torch.from_numpy((starts + np.arange(width)).astype(np.int64))
+
+
+POSITION_SCHEMES = {"subset": random_position_ids, "offset": offset_position_ids}
+"""``config.control_positions`` -> the function drawing the control's training ids."""
+
+
 class BatchSource:
     """The batch (and position ids) of any step, from the config and the seed alone."""
 
@@ -189,7 +206,8 @@ class BatchSource:
         if self.randomise:
             rng = np.random.default_rng([c.seed, POSITION_STREAM, step])
             b, width = batch.tokens.shape
-            positions = random_position_ids(rng, b, width, c.shape.n_positions)
+            draw = POSITION_SCHEMES[c.control_positions]
+            positions = draw(rng, b, width, c.shape.n_positions)
         return batch, positions
 
 
@@ -404,7 +422,8 @@ def train(
         folder: this model's training folder (checkpoint, then final weights).
         problems: the evaluation problems (checkpoint evaluations use the first
             ``config.checkpoint_eval_samples`` of each length).
-        randomise_positions: train on random sorted position ids (the control).
+        randomise_positions: train on randomised position ids drawn as
+            ``config.control_positions`` says (the control).
         progress: show a progress bar.
         label: the model's name in messages.
         on_step: called after every step with (steps done, stop request) (tests use it

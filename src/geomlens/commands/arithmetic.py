@@ -30,7 +30,12 @@ from geomlens.reporting import arithmetic_figures as figs
 from geomlens.reporting.figures import save_all
 from geomlens.stats.rounding import rounded
 
-CONTROL_POSITIONS = "sorted random subset of 0..n_positions-1 per training sequence"
+CONTROL_POSITION_IDS = {
+    "subset": "sorted random subset of 0..n_positions-1 per training sequence",
+    "offset": "contiguous ids k..k+L-1 per training sequence of width L, "
+    "k uniform in 0..n_positions-L",
+}
+"""How the control's training ids were drawn, in words, by ``control_positions``."""
 
 
 def geometry_lengths(config: ArithmeticConfig) -> list[int]:
@@ -230,7 +235,7 @@ def _run_locked(
         "spread": seed_spread(runs["model"]),
         "control": (
             {
-                "position_ids": CONTROL_POSITIONS,
+                "position_ids": CONTROL_POSITION_IDS[config.control_positions],
                 "runs": runs["control"],
                 "spread": seed_spread(runs["control"]),
             }
@@ -383,6 +388,7 @@ STUDY_OPTIONS = (
     "eval_samples",
     "geometry_contexts",
     "control",
+    "control_positions",
     "device",
     "threads",
     "seed",
@@ -444,6 +450,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="also train a control on randomised position ids (full: on, quick: off)",
+    )
+    p.add_argument(
+        "--control-positions",
+        default=None,
+        metavar="subset|offset",
+        help="the control's training ids per sequence: a sorted random subset of the "
+        "position ids, or a contiguous window at a random offset (default: subset)",
     )
     p.add_argument("--device", default=None, help="cpu (default) or cuda")
     p.add_argument("--threads", type=int, default=None, metavar="N", help="torch CPU threads")
