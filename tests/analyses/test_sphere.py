@@ -360,3 +360,23 @@ def test_the_trajectory_map_shows_a_bar_over_its_epochs(smollm2, capsys, small_u
     assert capsys.readouterr().err == ""
     np.testing.assert_array_equal(shown.token_xy, plain.token_xy)
     np.testing.assert_array_equal(shown.path_xy, plain.path_xy)
+
+
+def test_umap_kernels_are_compiled_once_per_installation():
+    """Every numba kernel of umap's fit keeps its machine code on disk (numba's cache),
+    so a new process loads it instead of compiling again (about 15 s a report)."""
+    from numba.core.caching import NullCache
+    from numba.core.registry import CPUDispatcher
+
+    from geomlens.analyses.lens import umap_module
+
+    umap = umap_module()
+    kernels = [
+        kernel
+        for module in (umap.umap_, umap.utils, umap.layouts, umap.spectral)
+        for kernel in vars(module).values()
+        if isinstance(kernel, CPUDispatcher)
+    ]
+    names = {kernel.py_func.__name__ for kernel in kernels}
+    assert {"fast_knn_indices", "smooth_knn_dist", "compute_membership_strengths"} <= names
+    assert not [k.py_func.__name__ for k in kernels if isinstance(k._cache, NullCache)]

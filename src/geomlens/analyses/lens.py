@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -210,6 +212,30 @@ class TrajectoryMap:
         }
 
 
+@cache
+def umap_module() -> ModuleType:
+    """``umap``, with its numba kernels compiled once per installation, not per process.
+
+    Most of umap's kernels are compiled without numba's on-disk cache, so every new
+    process spent about 15 s compiling them (most of the sphere stage); turning the cache
+    on for each of them (``Dispatcher.enable_caching``, what ``cache=True`` does) makes
+    later processes load the machine code instead. The code and its results are the same.
+    """
+    import umap
+    import umap.layouts
+    import umap.spectral
+    import umap.umap_
+    import umap.utils
+    from numba.core.caching import NullCache
+    from numba.core.registry import CPUDispatcher
+
+    for module in (umap.umap_, umap.utils, umap.layouts, umap.spectral):
+        for kernel in vars(module).values():
+            if isinstance(kernel, CPUDispatcher) and isinstance(kernel._cache, NullCache):
+                kernel.enable_caching()
+    return umap
+
+
 def trajectory_map(
     view: ModelView,
     hidden: dict[int, torch.Tensor],
@@ -236,8 +262,7 @@ def trajectory_map(
         n_neighbors: UMAP's neighbourhood size; n_epochs: its optimisation epochs.
         epoch_bar: tqdm options of a bar over those epochs (None: no bar).
     """
-    import umap
-
+    umap = umap_module()
     layers = sorted(hidden)
     states = torch.stack(
         [normalised_states(view, hidden[layer]).reshape(-1, view.d_model) for layer in layers],
