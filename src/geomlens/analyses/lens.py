@@ -231,7 +231,9 @@ def umap_module() -> ModuleType:
 
     for module in (umap.umap_, umap.utils, umap.layouts, umap.spectral):
         for kernel in vars(module).values():
-            if isinstance(kernel, CPUDispatcher) and isinstance(kernel._cache, NullCache):
+            if not isinstance(kernel, CPUDispatcher):
+                continue
+            if isinstance(vars(kernel).get("_cache"), NullCache):
                 kernel.enable_caching()
     return umap
 
