@@ -27,9 +27,12 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
+import torch
+from threadpoolctl import threadpool_limits
 
 from geomlens.analyses import position_noise
 from geomlens.analyses.decomposition import Labels, analyse_layer, relative_norms
@@ -279,12 +282,22 @@ def decomposition_intervals(
     corrections = sketch_corrections(acc, rows)
     draws = group_draws(acc.groups, n_draws, seed)
     per_draw: list[dict[int, dict[str, float]]] = [{} for _ in draws]
-    for layer, row in zip(acc.layers, rows, strict=True):
+
+    def one_layer(layer: int, row: dict[str, Any]) -> list[dict[str, float]]:
         of_layer = _layer_draws(acc, layer, draws, labels, row, seed, corrections.get(layer, {}))
-        for numbers, one in zip(per_draw, of_layer, strict=True):
-            numbers[layer] = one
         if progress is not None:
             progress(1)
+        return of_layer
+
+    # The layers' draws are independent small SVDs and k-means (LAPACK lets go of the
+    # GIL): one thread per core torch may use, each with a single-threaded BLAS. Every
+    # draw is seeded by itself, so the numbers do not depend on the number of threads.
+    workers = max(1, min(torch.get_num_threads(), len(acc.layers)))
+    with threadpool_limits(limits=1), ThreadPoolExecutor(workers) as pool:
+        found = list(pool.map(one_layer, acc.layers, rows))
+    for layer, of_layer in zip(acc.layers, found, strict=True):
+        for numbers, one in zip(per_draw, of_layer, strict=True):
+            numbers[layer] = one
     layers = {}
     for layer, row in zip(acc.layers, rows, strict=True):
         layers[str(layer)] = {

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -17,6 +18,9 @@ import numpy as np
 import torch
 
 from geomlens.stats.base import CapturedBatch
+
+_COUNTING = threading.Lock()
+"""Held while a resample adds to ``variances_clamped`` (resamples may run in threads)."""
 
 
 @dataclass(frozen=True)
@@ -512,7 +516,9 @@ class DecompositionAccumulator:
         total_ss, clamped = clamped_at_zero(
             float(per_context @ sumsq) - n_c * n_t * float(mean @ mean)
         )
-        self.variances_clamped += clamped
+        if clamped:  # resamples of several layers run in threads (decomposition_intervals)
+            with _COUNTING:
+                self.variances_clamped += clamped
         stats = DecompositionStats(
             layer=layer,
             mean=mean,
