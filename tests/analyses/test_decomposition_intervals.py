@@ -200,9 +200,12 @@ def test_the_layers_and_their_intervals_report_progress_once_per_layer() -> None
     assert found == decomposition_intervals(acc, dicts, n_draws=4)
 
 
-def test_the_layers_drawn_in_threads_give_the_numbers_of_one_thread() -> None:
-    """The layers' draws run in one thread per torch thread; every draw is seeded by
-    itself, so two threads give the same intervals as one, in the layers' order."""
+def test_the_layers_analysed_in_threads_give_the_numbers_of_one_thread() -> None:
+    """The layers (their numbers and their half-sample draws) run in one thread per torch
+    thread; every layer is seeded by itself, so two threads give the same numbers as one,
+    in the layers' order."""
+    from geomlens.analyses.decomposition import analyse_layers
+
     rng = np.random.default_rng(9)
     C, T, d, layers = 16, 6, 8, [0, 1, 2]
     acc = DecompositionAccumulator(layers, C, T, d, False, groups=8)
@@ -210,16 +213,15 @@ def test_the_layers_drawn_in_threads_give_the_numbers_of_one_thread() -> None:
     for s in range(0, C, 4):
         hidden = {k: torch.tensor(v[s : s + 4], dtype=torch.float32) for k, v in h.items()}
         acc.update(CapturedBatch(hidden, torch.arange(C)[s : s + 4]))
-    from geomlens.analyses.decomposition import analyse_layers
-
-    rows = [r.to_dict() for r in analyse_layers(acc, skip_first=True)]
+    found = {}
     before = torch.get_num_threads()
     try:
-        torch.set_num_threads(1)
-        one = decomposition_intervals(acc, rows, n_draws=6)
-        torch.set_num_threads(2)
-        two = decomposition_intervals(acc, rows, n_draws=6)
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            rows = [r.to_dict() for r in analyse_layers(acc, skip_first=True)]
+            found[threads] = rows, decomposition_intervals(acc, rows, n_draws=6)
     finally:
         torch.set_num_threads(before)
-    assert list(one["layers"]) == ["0", "1", "2"]
-    assert one == two
+    assert [r["layer"] for r in found[1][0]] == layers
+    assert list(found[1][1]["layers"]) == ["0", "1", "2"]
+    assert found[1] == found[2]

@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from geomlens.analyses import context_clusters, incoherence, position_noise, spectra
+from geomlens.analyses.layer_threads import map_layers
 from geomlens.analyses.position_noise import CorrectedPositions, GroupPositions
 from geomlens.stats.decomposition import (
     DecompositionAccumulator,
@@ -387,12 +388,13 @@ def analyse_layers(
         seed: seed of the random baseline and of k-means.
         progress: called with 1 after each layer (a progress bar's ``update``).
     """
-    out = []
-    for layer in acc.layers:
+
+    def one_layer(layer: int) -> LayerDecomposition:
         groups = position_noise.group_positions(acc, layer, skip_first)
-        out.append(
-            analyse_layer(acc.finalize(layer, skip_first=skip_first), labels, seed, groups=groups)
-        )
+        stats = acc.finalize(layer, skip_first=skip_first)
+        found = analyse_layer(stats, labels, seed, groups=groups)
         if progress is not None:
             progress(1)
-    return out
+        return found
+
+    return map_layers(one_layer, acc.layers)

@@ -27,15 +27,13 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
-import torch
-from threadpoolctl import threadpool_limits
 
 from geomlens.analyses import position_noise
 from geomlens.analyses.decomposition import Labels, analyse_layer, relative_norms
+from geomlens.analyses.layer_threads import map_layers
 from geomlens.stats.decomposition import DecompositionAccumulator
 from geomlens.stats.rounding import sig
 
@@ -283,18 +281,14 @@ def decomposition_intervals(
     draws = group_draws(acc.groups, n_draws, seed)
     per_draw: list[dict[int, dict[str, float]]] = [{} for _ in draws]
 
-    def one_layer(layer: int, row: dict[str, Any]) -> list[dict[str, float]]:
+    def one_layer(layer_row: tuple[int, dict[str, Any]]) -> list[dict[str, float]]:
+        layer, row = layer_row
         of_layer = _layer_draws(acc, layer, draws, labels, row, seed, corrections.get(layer, {}))
         if progress is not None:
             progress(1)
         return of_layer
 
-    # The layers' draws are independent small SVDs and k-means (LAPACK lets go of the
-    # GIL): one thread per core torch may use, each with a single-threaded BLAS. Every
-    # draw is seeded by itself, so the numbers do not depend on the number of threads.
-    workers = max(1, min(torch.get_num_threads(), len(acc.layers)))
-    with threadpool_limits(limits=1), ThreadPoolExecutor(workers) as pool:
-        found = list(pool.map(one_layer, acc.layers, rows))
+    found = map_layers(one_layer, zip(acc.layers, rows, strict=True))
     for layer, of_layer in zip(acc.layers, found, strict=True):
         for numbers, one in zip(per_draw, of_layer, strict=True):
             numbers[layer] = one

@@ -20,7 +20,7 @@ import torch
 from geomlens.stats.base import CapturedBatch
 
 _COUNTING = threading.Lock()
-"""Held while a resample adds to ``variances_clamped`` (resamples may run in threads)."""
+"""Held while ``variances_clamped`` is added to (layers are analysed in threads)."""
 
 
 @dataclass(frozen=True)
@@ -458,7 +458,7 @@ class DecompositionAccumulator:
         pos = pos_sum / n_c - mean
         ctx = ctx_sum / n_t - mean
         total_ss, clamped = clamped_at_zero(sumsq - n_c * n_t * float(mean @ mean))
-        self.variances_clamped += clamped
+        self._count_clamped(clamped)
         return DecompositionStats(
             layer=layer,
             mean=mean,
@@ -471,6 +471,13 @@ class DecompositionAccumulator:
             skip_first=skip_first,
             clamped=clamped,
         )
+
+    def _count_clamped(self, clamped: int) -> None:
+        """Add to ``variances_clamped``; the layers are analysed in threads
+        (``analyses.layer_threads``), so the count is taken under a lock."""
+        if clamped:
+            with _COUNTING:
+                self.variances_clamped += clamped
 
     def resample(
         self, layer: int, weights: np.ndarray, skip_first: bool = False
@@ -516,9 +523,7 @@ class DecompositionAccumulator:
         total_ss, clamped = clamped_at_zero(
             float(per_context @ sumsq) - n_c * n_t * float(mean @ mean)
         )
-        if clamped:  # resamples of several layers run in threads (decomposition_intervals)
-            with _COUNTING:
-                self.variances_clamped += clamped
+        self._count_clamped(clamped)
         stats = DecompositionStats(
             layer=layer,
             mean=mean,
