@@ -165,8 +165,9 @@ def _layer_draws(
     groups = None if rank is None else position_noise.group_positions(acc, layer, skip)
     k = full.get("incoherence_k")
     out = []
+    resample = acc.resampler(layer, skip)
     for weights in draws:
-        stats, rows = acc.resample(layer, weights, skip)
+        stats, rows = resample(weights)
         drawn = None if labels is None else [labels[r] for r in rows]
         row = analyse_layer(
             stats,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -495,46 +495,61 @@ class DecompositionAccumulator:
             the groups keep one) and [C*] the context each row of ``stats.ctx`` is, to
             resample labels alike.
         """
+        return self.resampler(layer, skip_first)(weights)
+
+    def resampler(
+        self, layer: int, skip_first: bool = False
+    ) -> Callable[[np.ndarray], tuple[DecompositionStats, np.ndarray]]:
+        """``resample`` of one layer as a function of the weights, for many draws: the
+        layer's sums are read (and position 0 taken out of them) once, not per draw."""
         if self.group_pos_sum is None or self.ctx_sumsq is None:
             raise ValueError("this accumulator keeps no interval groups")
         i = self.layers.index(layer)
-        w = np.asarray(weights, dtype=np.float64)
-        per_context = w[self.group_of.cpu().numpy()]
-        rows = np.repeat(np.arange(self.n_contexts), per_context.astype(np.int64))
+        group_of = self.group_of.cpu().numpy()
         group_sums = self.group_pos_sum[i].cpu().numpy().astype(np.float64)
-        pos_sum = np.tensordot(w, group_sums, axes=1)  # [T, d]
         ctx_sum = self.ctx_sum[i].cpu().numpy()
         sumsq = self.ctx_sumsq[i].cpu().numpy()
-        sketch, basis = None, None
+        group_sketch, basis = None, None
         if self.group_sketch is not None and self.sketch_basis is not None:
-            sketch = np.tensordot(w, self.group_sketch[i].cpu().numpy(), axes=1)  # [d, r]
+            group_sketch = self.group_sketch[i].cpu().numpy()
             basis = self.sketch_basis.cpu().numpy()
-        t0 = 0
+        t0, first = 0, None
         if skip_first:
             first = self.first[i].cpu().numpy()
-            pos_sum, t0 = pos_sum[1:], 1
+            t0 = 1
             ctx_sum = ctx_sum - first
             sumsq = sumsq - np.sum(first**2, axis=1)
-            if sketch is not None and basis is not None:
-                drawn = first[rows]
-                sketch = sketch - drawn.T @ (drawn @ basis)
-        n_c, n_t = len(rows), pos_sum.shape[0]
-        mean = pos_sum.sum(0) / (n_c * n_t)
-        total_ss, clamped = clamped_at_zero(
-            float(per_context @ sumsq) - n_c * n_t * float(mean @ mean)
-        )
-        self._count_clamped(clamped)
-        stats = DecompositionStats(
-            layer=layer,
-            mean=mean,
-            pos=pos_sum / n_c - mean,
-            ctx=ctx_sum[rows] / n_t - mean,
-            total_ss=total_ss,
-            clamped=clamped,
-            second_moment=None,
-            n_contexts=n_c,
-            positions=np.arange(t0, self.length),
-            skip_first=skip_first,
-            second_sketch=sketch,
-        )
-        return stats, rows
+
+        def draw(weights: np.ndarray) -> tuple[DecompositionStats, np.ndarray]:
+            w = np.asarray(weights, dtype=np.float64)
+            per_context = w[group_of]
+            rows = np.repeat(np.arange(self.n_contexts), per_context.astype(np.int64))
+            pos_sum = np.tensordot(w, group_sums, axes=1)[t0:]  # [T, d]
+            sketch = None
+            if group_sketch is not None and basis is not None:
+                sketch = np.tensordot(w, group_sketch, axes=1)  # [d, r]
+                if first is not None:
+                    drawn = first[rows]
+                    sketch = sketch - drawn.T @ (drawn @ basis)
+            n_c, n_t = len(rows), pos_sum.shape[0]
+            mean = pos_sum.sum(0) / (n_c * n_t)
+            total_ss, clamped = clamped_at_zero(
+                float(per_context @ sumsq) - n_c * n_t * float(mean @ mean)
+            )
+            self._count_clamped(clamped)
+            stats = DecompositionStats(
+                layer=layer,
+                mean=mean,
+                pos=pos_sum / n_c - mean,
+                ctx=ctx_sum[rows] / n_t - mean,
+                total_ss=total_ss,
+                clamped=clamped,
+                second_moment=None,
+                n_contexts=n_c,
+                positions=np.arange(t0, self.length),
+                skip_first=skip_first,
+                second_sketch=sketch,
+            )
+            return stats, rows
+
+        return draw
