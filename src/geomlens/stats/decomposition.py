@@ -453,31 +453,44 @@ class DecompositionAccumulator:
             sumsq -= float(np.sum(first**2))
             if second is not None:
                 second -= first.T @ first
+        return self._stats(layer, pos_sum, ctx_sum, sumsq, n_c, t0, skip_first, second=second)
+
+    def _stats(
+        self,
+        layer: int,
+        pos_sum: np.ndarray,
+        ctx_sum: np.ndarray,
+        sumsq: float,
+        n_c: int,
+        t0: int,
+        skip_first: bool,
+        second: np.ndarray | None = None,
+        sketch: np.ndarray | None = None,
+    ) -> DecompositionStats:
+        """The decomposition from one layer's sums over n_c contexts: pos_sum [T, d],
+        ctx_sum [n_c, d] (one row per context), sumsq (of every hidden state). A total
+        variance that rounding takes below zero is clamped and counted; the layers are
+        analysed in threads (``analyses.layer_threads``), so the count is taken under a
+        lock."""
         n_t = pos_sum.shape[0]
         mean = pos_sum.sum(0) / (n_c * n_t)
-        pos = pos_sum / n_c - mean
-        ctx = ctx_sum / n_t - mean
         total_ss, clamped = clamped_at_zero(sumsq - n_c * n_t * float(mean @ mean))
-        self._count_clamped(clamped)
+        if clamped:
+            with _COUNTING:
+                self.variances_clamped += clamped
         return DecompositionStats(
             layer=layer,
             mean=mean,
-            pos=pos,
-            ctx=ctx,
+            pos=pos_sum / n_c - mean,
+            ctx=ctx_sum / n_t - mean,
             total_ss=total_ss,
+            clamped=clamped,
             second_moment=second,
             n_contexts=n_c,
             positions=np.arange(t0, self.length),
             skip_first=skip_first,
-            clamped=clamped,
+            second_sketch=sketch,
         )
-
-    def _count_clamped(self, clamped: int) -> None:
-        """Add to ``variances_clamped``; the layers are analysed in threads
-        (``analyses.layer_threads``), so the count is taken under a lock."""
-        if clamped:
-            with _COUNTING:
-                self.variances_clamped += clamped
 
     def resample(
         self, layer: int, weights: np.ndarray, skip_first: bool = False
@@ -531,24 +544,9 @@ class DecompositionAccumulator:
                 if first is not None:
                     drawn = first[rows]
                     sketch = sketch - drawn.T @ (drawn @ basis)
-            n_c, n_t = len(rows), pos_sum.shape[0]
-            mean = pos_sum.sum(0) / (n_c * n_t)
-            total_ss, clamped = clamped_at_zero(
-                float(per_context @ sumsq) - n_c * n_t * float(mean @ mean)
-            )
-            self._count_clamped(clamped)
-            stats = DecompositionStats(
-                layer=layer,
-                mean=mean,
-                pos=pos_sum / n_c - mean,
-                ctx=ctx_sum[rows] / n_t - mean,
-                total_ss=total_ss,
-                clamped=clamped,
-                second_moment=None,
-                n_contexts=n_c,
-                positions=np.arange(t0, self.length),
-                skip_first=skip_first,
-                second_sketch=sketch,
+            total = float(per_context @ sumsq)
+            stats = self._stats(
+                layer, pos_sum, ctx_sum[rows], total, len(rows), t0, skip_first, sketch=sketch
             )
             return stats, rows
 
