@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from geomlens.concept_space.baseline import baseline_scores, plain_loglik, prepare
-from geomlens.concept_space.tasks import load_task
+from geomlens.analyses.concepts.baseline import baseline_scores, plain_loglik, prepare
+from geomlens.analyses.concepts.tasks import load_task
 from geomlens.models import load_model
 from geomlens.models.loading import resolve_folder
 

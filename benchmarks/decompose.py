@@ -17,9 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from geomlens.analyses.decomposition.command import run_decompose
 from geomlens.capturing import CaptureConfig
 from geomlens.commands.capture import run_capture
-from geomlens.commands.decompose import run_decompose
 from geomlens.models import load_model
 
 

@@ -122,7 +122,7 @@ def between(passes: Sequence[Pass], start: float, end: float) -> list[Pass]:
 def bare_lengths(view: ModelView, lengths: Sequence[int], budget: int) -> float:
     """Seconds of bare forwards over sequences of ``lengths``, right-padded in
     length-sorted batches of at most ``budget`` padded tokens (as lm-eval batches)."""
-    from geomlens.concept_space.baseline import batches
+    from geomlens.analyses.concepts.baseline import batches
 
     seconds = 0.0
     for i, group in enumerate(batches(list(lengths), budget)):
@@ -142,9 +142,14 @@ def concept_lengths(view: ModelView, task: Any, limit: int, seed: int) -> list[i
     nothing), each choice encoded alone (test 2 at a layer other than E). A ``concat_*``
     scheme reads the whole context's hidden states, which the baseline's pass computes.
     """
-    from geomlens.concept_space.baseline import prepare
-    from geomlens.concept_space.encode import aggregate_context, segments_for
-    from geomlens.concept_space.schemes import DEFAULT_SCHEMES, PRESETS, parse_scheme, resolve_layer
+    from geomlens.analyses.concepts.baseline import prepare
+    from geomlens.analyses.concepts.encode import aggregate_context, segments_for
+    from geomlens.analyses.concepts.schemes import (
+        DEFAULT_SCHEMES,
+        PRESETS,
+        parse_scheme,
+        resolve_layer,
+    )
 
     prepared = prepare(view, task, task.take(limit), 0, seed)
     lengths: list[int] = []

@@ -11,7 +11,7 @@ measurements, each printed as it finishes and all in one JSON at the end:
 
 1. **Choices on a shared prefix.** ``--items`` multiple-choice items of random token ids
    (a context of ``--context`` tokens, ``--choices`` continuations of 1..``--choice-tokens``
-   tokens), scored by ``geomlens.concept_space.baseline.score_rows`` three ways, interleaved
+   tokens), scored by ``geomlens.analyses.concepts.baseline.score_rows`` three ways, interleaved
    over ``--repeats``: (a) one sequence per choice (lm-evaluation-harness's computation),
    (b) every choice packed behind its context in one pass, (c) the context once with its
    KV cache, then the choices against it. Seconds, tokens/s, the floor (a bare forward of
@@ -50,7 +50,7 @@ DTYPE = torch.bfloat16
 
 def items(view: Any, args: argparse.Namespace, seed: int = 0) -> list[Any]:
     """Rows of random ids: a context and ``--choices`` continuations each."""
-    from geomlens.concept_space.baseline import Row
+    from geomlens.analyses.concepts.baseline import Row
 
     g = torch.Generator().manual_seed(seed)
     vocab = int(view.W_E.shape[0])
@@ -82,7 +82,7 @@ def timed(fn: Any) -> tuple[float, Any]:
 
 def floor_seconds(view: Any, rows: list[Any], budget: int) -> float:
     """A bare forward of each context followed by all its choices, once, length-batched."""
-    from geomlens.concept_space.baseline import batches
+    from geomlens.analyses.concepts.baseline import batches
 
     lengths = [r.n_prefix + sum(len(c) for c in r.continuations) for r in rows]
     seconds = 0.0
@@ -94,7 +94,7 @@ def floor_seconds(view: Any, rows: list[Any], budget: int) -> float:
 
 
 def scoring(view: Any, args: argparse.Namespace) -> dict[str, Any]:
-    from geomlens.concept_space.baseline import score_rows
+    from geomlens.analyses.concepts.baseline import score_rows
 
     rows = items(view, args)
     tokens = sum(r.n_prefix + sum(len(c) for c in r.continuations) for r in rows)
@@ -140,7 +140,7 @@ def agreement(ours: list[list[float]], plain: list[list[float]]) -> dict[str, fl
 def float32_check(view: Any, rows: list[Any], budget: int) -> dict[str, float]:
     """The three paths in float32 on a few items (a float32 copy of the same weights): the
     difference the paths themselves make."""
-    from geomlens.concept_space.baseline import score_rows
+    from geomlens.analyses.concepts.baseline import score_rows
     from geomlens.models.families.llama import LLAMA
 
     copy = LLAMA.build(deepcopy(view.model).float(), None, "float32 copy", "random-init")
@@ -160,7 +160,7 @@ def float32_check(view: Any, rows: list[Any], budget: int) -> dict[str, float]:
 
 
 def kernel_tap(view: Any, args: argparse.Namespace) -> dict[str, Any]:
-    from geomlens.analyses.refactor import AttentionTap
+    from geomlens.analyses.walk.refactor import AttentionTap
     from geomlens.capturing.taps import Taps, fill_taps
 
     ids = torch.randint(1, int(view.W_E.shape[0]), (1, args.kernel_length))

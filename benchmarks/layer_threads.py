@@ -28,8 +28,8 @@ import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
 
-from geomlens.analyses.decomposition import analyse_layers
-from geomlens.analyses.decomposition_intervals import decomposition_intervals
+from geomlens.analyses.decomposition.compute import analyse_layers
+from geomlens.analyses.decomposition.intervals import decomposition_intervals
 from geomlens.capturing import CaptureConfig
 from geomlens.capturing.hooks import hidden_states
 from geomlens.pipeline.run import prepare
@@ -43,7 +43,7 @@ import numpy as np
 if sys.argv[1] == "plain":
     import umap
 else:
-    from geomlens.analyses.lens import umap_module
+    from geomlens.analyses.sphere.lens import umap_module
     umap = umap_module()
 x = np.random.default_rng(0).standard_normal((3400, 576))
 x /= np.linalg.norm(x, axis=1, keepdims=True)

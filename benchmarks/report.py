@@ -216,9 +216,9 @@ def floors(args: argparse.Namespace, view: ModelView, run: ReportRun) -> None:
     concept stage, those it must make; the report over the sum of the floors."""
     from floors import bare_lengths
 
-    from geomlens.concept_space.baseline import BATCH_TOKENS
-    from geomlens.concept_space.tasks import load_task
-    from geomlens.reporting.stages.concepts import default_task
+    from geomlens.analyses.concepts.baseline import BATCH_TOKENS
+    from geomlens.analyses.concepts.step import default_task
+    from geomlens.analyses.concepts.tasks import load_task
 
     print("floors (bare forward passes, replayed after the run; seconds):")
     print(f"      {'part':<36} {'wall':>7} {'passes':>7} {'floor':>7} {'wall/floor':>10}")

@@ -22,8 +22,8 @@ import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
 
-from geomlens.analyses.decomposition import relative_norms
-from geomlens.analyses.decomposition_intervals import N_DRAWS, group_draws, sketch_corrections
+from geomlens.analyses.decomposition.compute import relative_norms
+from geomlens.analyses.decomposition.intervals import N_DRAWS, group_draws, sketch_corrections
 from geomlens.corpus.sources import load_corpus
 from geomlens.corpus.windows import make_windows
 from geomlens.models.loading import load_model

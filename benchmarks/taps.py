@@ -28,14 +28,16 @@ import time
 
 import torch
 
-from geomlens.analyses.taps import tap_factory
+from geomlens.analyses.sphere.compute import NormTap
+from geomlens.analyses.sphere.step import IDENTITY_WINDOWS
+from geomlens.analyses.walk.refactor import AttentionTap
+from geomlens.analyses.walk.step import KERNEL_WINDOWS
 from geomlens.capturing import CaptureConfig, capture_windows
 from geomlens.capturing.taps import Taps, fill_taps
 from geomlens.corpus import load_corpus, make_windows
 from geomlens.io.runfolder import RunFolder
 from geomlens.models import load_model
-from geomlens.reporting.stages.sphere import IDENTITY_WINDOWS
-from geomlens.reporting.stages.walk import KERNEL_WINDOWS
+from geomlens.pipeline.taps import tap_factory
 
 
 def main() -> None:
@@ -52,7 +54,9 @@ def main() -> None:
     )
     windows = make_windows(load_corpus("bbc"), view.tokenizer, args.contexts, args.length)
     ids = torch.tensor(windows.input_ids)
-    factory = tap_factory(norms=IDENTITY_WINDOWS, attention=KERNEL_WINDOWS)
+    factory = tap_factory(
+        {"norms": (NormTap, IDENTITY_WINDOWS), "attention": (AttentionTap, KERNEL_WINDOWS)}
+    )
     times: dict[str, list[float]] = {"plain": [], "tapped": [], "separate": []}
 
     def capture(folder: str, taps: Taps | None) -> None:

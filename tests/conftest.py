@@ -55,7 +55,7 @@ def task_data() -> Path:
     with open(cache / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (cache / "bigbench" / "NOTICE.md").is_file():
-            from geomlens.concept_space.data import fetch_bigbench
+            from geomlens.analyses.concepts.data import fetch_bigbench
 
             fetch_bigbench(cache / "bigbench")
     return cache

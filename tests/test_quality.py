@@ -80,40 +80,66 @@ def test_every_hook_is_put_on_in_the_one_hook_module():
     assert found == [], "\n".join(found)
 
 
+LAYERS = (
+    ("api", "cli"),
+    ("commands",),
+    ("analyses",),
+    ("pipeline",),
+    ("reporting",),
+    ("config",),
+    ("engines",),
+    ("capturing",),
+    ("io", "stats"),
+    ("corpus", "models"),
+)
+"""The packages from the top down (docs/layout.md): a package imports only those below
+its row. ``io`` and ``stats`` share a row (run folders hold statistics)."""
+
+
 def test_the_package_root_holds_only_the_entry_points_and_imports_flow_one_way():
-    """commands -> pipeline -> report -> analyses -> stats/capture -> models/corpus: no
-    package imports one above it (the API and the CLI sit on the commands)."""
+    """cli/api -> commands -> analyses -> pipeline -> reporting -> config -> engines ->
+    capturing -> io/stats -> corpus/models: no package imports one above it or beside it
+    (but ``io`` and ``stats``)."""
     import re
 
     package = ROOT / "src" / "geomlens"
     root_modules = sorted(p.name for p in package.glob("*.py"))
     assert root_modules == ["__init__.py", "cli.py", "errors.py"]
-    top = ("commands", "api", "cli", "pipeline")
-    above = {
-        "commands": ("api", "cli"),
-        "pipeline": ("commands", "api", "cli"),
-        "reporting": top,
-        "concept_space": (*top, "reporting"),
-        "arithmetic": (*top, "reporting"),
-        "engines": (*top, "reporting"),
-        "analyses": (*top, "reporting", "engines"),
-        "stats": (*top, "reporting", "engines", "analyses"),
-        "capturing": (*top, "reporting", "engines", "analyses"),
-        "corpus": (*top, "reporting", "engines", "analyses", "capturing"),
-        "models": (*top, "reporting", "engines", "analyses", "capturing"),
-        # run folders hold statistics and activations: io may read capture/ and stats/
-        "io": (*top, "reporting", "engines", "analyses"),
-    }
+    rows = [set(row) for row in LAYERS]
     packages = {p.parent.relative_to(package).parts[0] for p in package.glob("*/*.py")}
-    assert packages - {"api"} == set(above)  # every package has its place
+    assert packages | {"cli"} == set().union(*rows)  # every package has its place
     wrong = []
-    for lower, higher in above.items():
-        rx = re.compile(r"^\s*(from|import) geomlens\.(" + "|".join(higher) + r")\b", re.M)
-        for path in sorted((package / lower).rglob("*.py")):
-            wrong += [
-                f"{path.relative_to(ROOT)}: {m.group(0).strip()}"
-                for m in rx.finditer(path.read_text())
-            ]
+    for i, row in enumerate(rows):
+        not_below = set().union(*rows[: i + 1])
+        for lower in sorted(row - {"cli"}):
+            higher = sorted(not_below - {lower} - ({"io", "stats"} & row))
+            rx = re.compile(r"^\s*(from|import) geomlens\.(" + "|".join(higher) + r")\b", re.M)
+            for path in sorted((package / lower).rglob("*.py")):
+                wrong += [
+                    f"{path.relative_to(ROOT)}: {m.group(0).strip()}"
+                    for m in rx.finditer(path.read_text())
+                ]
+    assert wrong == [], "\n".join(wrong)
+
+
+PRIVATE = ("step", "section", "figures", "claims", "command", "entry", "summary")
+"""An analysis folder's modules that no other folder imports: another folder reads its
+numbers through its ``schema`` and may call its pure computations."""
+
+
+def test_an_analysis_folder_reaches_another_only_through_its_schema_or_computations():
+    import re
+
+    analyses = ROOT / "src" / "geomlens" / "analyses"
+    rx = re.compile(r"geomlens\.analyses\.(\w+)\.(\w+)|from geomlens\.analyses\.(\w+) import (\w+)")
+    folders = {p.name for p in analyses.iterdir() if (p / "__init__.py").exists()}
+    wrong = []
+    for path in sorted(analyses.glob("*/*.py")):
+        mine = path.parent.name
+        for m in rx.finditer(path.read_text()):
+            folder, module = m.group(1) or m.group(3), m.group(2) or m.group(4)
+            if folder in folders and folder not in (mine, "common") and module in PRIVATE:
+                wrong.append(f"{path.relative_to(ROOT)} imports {folder}.{module}")
     assert wrong == [], "\n".join(wrong)
 
 
@@ -161,6 +187,10 @@ def module_imports() -> dict[str, set[str]]:
                 if target and not (name == target or name.startswith(target + ".")):
                     found.add(target)
         graph[name] = found
+    from geomlens.analyses import FOLDERS  # the registry imports these by name
+
+    graph["geomlens.analyses.registry"] |= {f"geomlens.analyses.{f}.entry" for f in FOLDERS}
+    graph["geomlens.commands"] |= {f"geomlens.analyses.{f}" for f in FOLDERS}
     return graph
 
 
@@ -192,11 +222,11 @@ def test_the_configuration_reaches_the_capture_in_few_stops(tmp_path, monkeypatc
     stops in at most 15 files (it took 72 in 29 before the pipeline was one module)."""
     import geomlens.engines.local
     from geomlens import cli
+    from geomlens.analyses.base import StageRequest
     from geomlens.capturing.capture import CaptureConfig
-    from geomlens.commands.capture import CaptureRunConfig
+    from geomlens.config.run import CaptureRunConfig
     from geomlens.engines import CaptureJob
     from geomlens.pipeline.request import RunRequest
-    from geomlens.reporting.stages import StageRequest
 
     class Reached(Exception):
         pass

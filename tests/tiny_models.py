@@ -44,8 +44,8 @@ SMALL_VOCAB = 1024
 def _training_text() -> tuple[str, ...]:
     """Every tenth BBC article, and the head probe's nouns repeated so that most of them
     become single tokens (the probe reads single-token nouns)."""
+    from geomlens.analyses.sphere.step import load_nouns
     from geomlens.corpus import load_corpus
-    from geomlens.reporting.stages.sphere import load_nouns
 
     nouns = " ".join(load_nouns())
     return tuple(d.text for d in load_corpus("bbc").documents[::10]) + (nouns,) * 50

@@ -28,7 +28,7 @@ LAZY = {
     "decompose": "geomlens.api.commands",
     "sphere": "geomlens.api.commands",
     "walk": "geomlens.api.commands",
-    "Result": "geomlens.commands.result",
+    "Result": "geomlens.analyses.result",
     "open_result": "geomlens.api.readers",
     "load_corpus": "geomlens.api.readers",
     "make_windows": "geomlens.api.readers",
@@ -49,9 +49,9 @@ def __getattr__(name: str) -> Any:
 
 
 if TYPE_CHECKING:
+    from geomlens.analyses.result import Result, open_result
     from geomlens.api.commands import capture, concepts, decompose, report, sphere, walk
     from geomlens.api.text_activations import Activations, activations
-    from geomlens.commands.result import Result, open_result
     from geomlens.corpus import load_corpus, make_windows
     from geomlens.io.runfolder import open_run
     from geomlens.models import ModelView, load_model

@@ -1,5 +1,6 @@
-"""The ``geomlens`` command: each command's arguments and ``main`` live in its module in
-``geomlens.commands``; this assembles them, dispatches, and turns errors into sentences.
+"""The ``geomlens`` command: a router. Each command's arguments and ``main`` live in its
+module (``geomlens.commands.COMMANDS``); this assembles them, dispatches, and turns errors
+into sentences.
 
 Only the module of the command on the line is imported, so ``geomlens --help`` loads neither
 torch nor transformers."""
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, NoReturn
 
-from geomlens.commands import HELP
+from geomlens.commands import COMMANDS, HELP
 from geomlens.errors import GeomlensError, one_line, os_error_sentence
 
 if TYPE_CHECKING:
@@ -32,15 +33,9 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see `{self.prog} --help`).")
 
 
-COMMANDS: tuple[str, ...] = tuple(HELP)
-"""``geomlens <name>``: each is the module ``geomlens.commands.<name>`` with ``HELP`` (one
-line, also in ``geomlens.commands.HELP``), ``add_arguments(parser)`` and ``main(args) -> exit
-code``. A new command is one line in ``geomlens.commands.HELP``."""
-
-
 def command_module(name: str) -> ModuleType:
     """The module of ``geomlens <name>``, imported now (it may load torch)."""
-    return importlib.import_module(f"geomlens.commands.{name}")
+    return importlib.import_module(COMMANDS[name].module)
 
 
 def chosen_command(argv: Sequence[str]) -> str | None:
@@ -73,14 +68,14 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 def capture_config(args: argparse.Namespace) -> CaptureConfig:
     """The capture config the capture options of ``args`` make (see ``commands.options``)."""
-    from geomlens.commands.options import capture_config as make
+    from geomlens.config.options import capture_config as make
 
     return make(args)
 
 
 def engine_config(args: argparse.Namespace) -> EngineConfig:
     """The engine config the capture options of ``args`` make (see ``commands.options``)."""
-    from geomlens.commands.options import engine_config as make
+    from geomlens.config.options import engine_config as make
 
     return make(args)
 

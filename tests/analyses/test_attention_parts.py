@@ -6,14 +6,15 @@ import numpy as np
 import pytest
 import torch
 
-from geomlens.analyses.attention_parts import (
+from geomlens.analyses.attention import figures as attention_figures
+from geomlens.analyses.attention.parts import (
     PARTS,
     AttentionParts,
     attention_parts,
     real_logits,
     split_logits,
 )
-from geomlens.analyses.qk_basis import (
+from geomlens.analyses.attention.qk_basis import (
     Factored,
     fit_low_rank_diagonal,
     fit_low_rank_diagonal_factored,
@@ -28,7 +29,7 @@ from geomlens.analyses.qk_basis import (
 from geomlens.capturing.hooks import hidden_states
 from geomlens.errors import GeomlensError
 from geomlens.models import BUNDLED, ModelView, load_model
-from geomlens.reporting import attention_figures, figures
+from geomlens.reporting import figures
 from geomlens.stats import CapturedBatch, DecompositionAccumulator, DecompositionStats
 
 C, T = 8, 32

@@ -19,8 +19,8 @@ import torch
 from family_cases import CASES, SEQ, VOCAB, build_case
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from geomlens.analyses import attention_parts as ap
-from geomlens.analyses.attention_parts import (
+from geomlens.analyses.attention import parts as ap
+from geomlens.analyses.attention.parts import (
     AttentionParts,
     attention_parts,
     pair_mask,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from geomlens.analyses.refactor import AttentionTap, attention_weight_modules
+from geomlens.analyses.walk.refactor import AttentionTap, attention_weight_modules
 from geomlens.capturing.taps import Taps, fill_taps
 
 
@@ -47,7 +47,7 @@ def test_an_encoder_decoders_kernels_come_from_one_encoder_pass(t5):
     once per tapped chunk."""
     from types import SimpleNamespace
 
-    from geomlens.reporting.stages.walk import decoder_kernels
+    from geomlens.analyses.walk.step import decoder_kernels
 
     ids = ids_for(t5, batch=5, length=10)
     tap = AttentionTap(t5, len(ids))

@@ -13,7 +13,7 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from geomlens.analyses.walks import EncodingWalk
+from geomlens.analyses.walk.walks import EncodingWalk
 from geomlens.stats.intervals import N_BOOT, block_bootstrap_mean, wilson
 from geomlens.stats.rounding import sig
 

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from geomlens.analyses import incoherence
-from geomlens.analyses.incoherence import abs_cosine_summary, vector_coherence
+from geomlens.analyses.decomposition import incoherence
+from geomlens.analyses.decomposition.incoherence import abs_cosine_summary, vector_coherence
 
 
 def test_vectors_in_orthogonal_subspaces_are_incoherent_and_a_shared_one_is_not() -> None:

@@ -11,7 +11,7 @@ import pytest
 from sklearn.cluster import KMeans
 from sklearn.metrics import adjusted_rand_score
 
-from geomlens.analyses.context_clusters import adjusted_rand_index, kmeans, kmeans_ari
+from geomlens.analyses.decomposition.context_clusters import adjusted_rand_index, kmeans, kmeans_ari
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -65,6 +65,6 @@ def test_kmeans_is_deterministic():
 def test_decompose_does_not_import_sklearn():
     """Importing scikit-learn would add about 110 MiB to decompose's peak (the benchmark
     in benchmarks/decompose_memory.py holds it to 1.25x capture's)."""
-    code = "import sys, geomlens.commands.decompose; print('sklearn' in sys.modules)"
+    code = "import sys, geomlens.analyses.decomposition.command; print('sklearn' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -13,12 +13,16 @@ import scipy.fft
 from matplotlib.figure import Figure
 from synthetic import planted, reference_parts, reference_stats, stream
 
-from geomlens.analyses import spectra
-from geomlens.analyses.context_clusters import context_clusters
-from geomlens.analyses.decomposition import LayerDecomposition, analyse_layer, analyse_layers
-from geomlens.analyses.incoherence import principal_cosines, random_mean_cosine
+from geomlens.analyses.common import spectra
+from geomlens.analyses.decomposition import figures as figs
+from geomlens.analyses.decomposition.compute import (
+    LayerDecomposition,
+    analyse_layer,
+    analyse_layers,
+)
+from geomlens.analyses.decomposition.context_clusters import context_clusters
+from geomlens.analyses.decomposition.incoherence import principal_cosines, random_mean_cosine
 from geomlens.errors import GeomlensError
-from geomlens.reporting import decomposition_figures as figs
 from geomlens.reporting import figures
 
 

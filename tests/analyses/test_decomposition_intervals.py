@@ -9,8 +9,8 @@ import pytest
 import torch
 from threadpoolctl import threadpool_limits
 
-from geomlens.analyses.decomposition import analyse_layer
-from geomlens.analyses.decomposition_intervals import (
+from geomlens.analyses.decomposition.compute import analyse_layer
+from geomlens.analyses.decomposition.intervals import (
     decomposition_intervals,
     group_draws,
     half_sample_interval,
@@ -186,7 +186,7 @@ def test_a_subspace_wider_than_half_the_contexts_can_span_says_why_it_has_no_int
 def test_the_layers_and_their_intervals_report_progress_once_per_layer() -> None:
     """The report's bars over the position/context step: one tick per layer and view, one
     per layer's draws; the numbers are those computed without a bar."""
-    from geomlens.analyses.decomposition import analyse_layers
+    from geomlens.analyses.decomposition.compute import analyse_layers
 
     h = np.random.default_rng(5).standard_normal((16, 6, 8))
     acc = _filled(h, groups=8)
@@ -204,7 +204,7 @@ def test_the_layers_analysed_in_threads_give_the_numbers_of_one_thread() -> None
     """The layers (their numbers and their half-sample draws) run in one thread per torch
     thread; every layer is seeded by itself, so two threads give the same numbers as one,
     in the layers' order."""
-    from geomlens.analyses.decomposition import analyse_layers
+    from geomlens.analyses.decomposition.compute import analyse_layers
 
     rng = np.random.default_rng(9)
     C, T, d, layers = 16, 6, 8, [0, 1, 2]

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from geomlens.analyses import context_clusters, incoherence, position_noise, vocab
-from geomlens.analyses.decomposition import _top_singular
+from geomlens.analyses.common import vocab
+from geomlens.analyses.decomposition import context_clusters, incoherence, position_noise
+from geomlens.analyses.decomposition.compute import _top_singular
 
 
 def previous_lloyd(x, centres, max_iter, tol):
@@ -103,7 +104,7 @@ def test_top_singular_equals_the_svd():
 
 def previous_chunk_best(s, start, k, high_id_first):
     """``vocab._chunk_best`` before its tie check became one topk of k + 1."""
-    from geomlens.analyses.vocab import ordered
+    from geomlens.analyses.common.vocab import ordered
 
     kk = min(k, s.shape[-1])
     kth = torch.topk(s, kk, dim=-1).values[:, -1:]

@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 import torch
 
-from geomlens.analyses.induction import (
+from geomlens.analyses.attention import figures as attention_figures
+from geomlens.analyses.attention.induction import (
     induction_heads,
     repeated_tokens,
     target_masks,
 )
 from geomlens.errors import GeomlensError
 from geomlens.models import BUNDLED, ModelView, load_model
-from geomlens.reporting import attention_figures
 
 V, P = 16, 16  # vocabulary, positions
 D = V + P + V  # token one-hot | position one-hot | previous-token slot
@@ -101,7 +101,7 @@ def test_planted_induction_head_is_found(copier: ModelView) -> None:
 
 
 def test_previous_token_head_attends_back(copier: ModelView) -> None:
-    from geomlens.analyses.induction import attention_weights
+    from geomlens.analyses.attention.induction import attention_weights
 
     attn = attention_weights(copier, repeated_tokens(copier, 8, 2))
     back = attn[0, :, PREV_HEAD].diagonal(offset=-1, dim1=-2, dim2=-1)

@@ -9,9 +9,9 @@ import pytest
 import torch
 from synthetic import spiral
 
-from geomlens.analyses import position_noise as pn
-from geomlens.analyses import spectra
-from geomlens.analyses.decomposition import analyse_layer
+from geomlens.analyses.common import spectra
+from geomlens.analyses.decomposition import position_noise as pn
+from geomlens.analyses.decomposition.compute import analyse_layer
 from geomlens.stats import CapturedBatch, DecompositionAccumulator
 
 SHARES = (0.37, 0.5, 0.63, 0.69)
@@ -150,7 +150,7 @@ def test_the_coherence_baseline_keeps_the_states_anisotropy() -> None:
     sums = 4.0 * (pos + noise)
     found = pn.corrected(pn.from_sums(sums, np.full(groups, 4.0), False), ctx)
     assert found is not None and found.noise is not None
-    from geomlens.analyses.incoherence import random_coherence
+    from geomlens.analyses.decomposition.incoherence import random_coherence
 
     gaussian = random_coherence(length, n_ctx, d, 0)[0]
     assert found.coherence_max < 1.25 * found.noise["coherence_max"]

@@ -10,8 +10,8 @@ import pytest
 import torch
 from threadpoolctl import threadpool_limits
 
-from geomlens.analyses.decomposition import analyse_layer, nystrom_top_eigenvalue
-from geomlens.analyses.decomposition_intervals import (
+from geomlens.analyses.decomposition.compute import analyse_layer, nystrom_top_eigenvalue
+from geomlens.analyses.decomposition.intervals import (
     decomposition_intervals,
     group_draws,
     half_sample_interval,

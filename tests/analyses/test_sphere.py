@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 import torch
 
-from geomlens.analyses import ffn, head_probe, lens
-from geomlens.analyses import sphere as sph
+from geomlens.analyses.sphere import compute as sph
+from geomlens.analyses.sphere import ffn, head_probe, lens
+from geomlens.analyses.sphere.step import load_nouns, mlp_inputs, norm_pass, token_strings
 from geomlens.capturing.hooks import hidden_states
 from geomlens.corpus import make_windows
 from geomlens.models.view import ModelView
-from geomlens.reporting.stages.sphere import load_nouns, mlp_inputs, norm_pass, token_strings
 
 PROMPT = "To kill two birds with one stone"
 
@@ -252,7 +252,7 @@ def test_gpt2_tiny_layernorm_with_bias():
 
 @pytest.fixture
 def small_umap(monkeypatch):
-    import geomlens.reporting.stages.sphere as sphere_stage
+    import geomlens.analyses.sphere.step as sphere_stage
 
     monkeypatch.setattr(sphere_stage, "UMAP_TOKENS", 300)
     monkeypatch.setattr(sphere_stage, "IDENTITY_WINDOWS", 2)
@@ -265,7 +265,7 @@ def _config(model: str):
 
 
 def test_run_sphere_smollm2(smollm2, tmp_path, small_umap):
-    from geomlens.commands.sphere import run_sphere
+    from geomlens.analyses.sphere.command import run_sphere
 
     runs = [
         run_sphere(
@@ -294,7 +294,7 @@ def test_run_sphere_smollm2(smollm2, tmp_path, small_umap):
 
 
 def test_run_sphere_minilm_deterministic(minilm, tmp_path, small_umap):
-    from geomlens.commands.sphere import run_sphere
+    from geomlens.analyses.sphere.command import run_sphere
 
     runs = [  # the second run draws no static figure: the numbers do not depend on them
         run_sphere(
@@ -327,7 +327,7 @@ def test_cli_parses_sphere():
 
 
 def test_english_zipf_orders_common_words_and_shift_interval(smollm2):
-    from geomlens.analyses.word_frequency import english_zipf
+    from geomlens.analyses.sphere.word_frequency import english_zipf
 
     z = english_zipf(["the", " house", "xqzvbw", ",", " "])
     assert z[0] > z[1] > 0 and z[2] == z[3] == z[4] == 0
@@ -346,8 +346,8 @@ def test_english_zipf_orders_common_words_and_shift_interval(smollm2):
 def test_the_trajectory_map_shows_a_bar_over_its_epochs(smollm2, capsys, small_umap):
     """UMAP's epochs get a bar (items and time left) on stderr where the step prints; the
     map is the same with and without it."""
+    from geomlens.analyses.sphere.step import trajectory_map
     from geomlens.io.progress import StepLines
-    from geomlens.reporting.stages.sphere import trajectory_map
 
     ids = smollm2.tokenizer(PROMPT, return_tensors="pt")["input_ids"]
     hidden = {k: v[0] for k, v in hidden_states(smollm2, ids, [0, 15, 30]).items()}
@@ -368,7 +368,7 @@ def test_umap_kernels_are_compiled_once_per_installation():
     from numba.core.caching import NullCache
     from numba.core.registry import CPUDispatcher
 
-    from geomlens.analyses.lens import umap_module
+    from geomlens.analyses.sphere.lens import umap_module
 
     umap = umap_module()
     kernels = [

@@ -20,10 +20,17 @@ import torch
 import transformers
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from geomlens.analyses import ffn, head_probe, lens, vocab
-from geomlens.analyses import sphere as sph
-from geomlens.analyses.similarity import layer_stack
-from geomlens.analyses.walks import TokenSpace, _logits64, comparable, decoding_walk, encoding_walk
+from geomlens.analyses.common import vocab
+from geomlens.analyses.sphere import compute as sph
+from geomlens.analyses.sphere import ffn, head_probe, lens
+from geomlens.analyses.walk.similarity import layer_stack
+from geomlens.analyses.walk.walks import (
+    TokenSpace,
+    _logits64,
+    comparable,
+    decoding_walk,
+    encoding_walk,
+)
 from geomlens.capturing.hooks import hidden_states
 from geomlens.models import ModelView
 from geomlens.models.families import family_for

@@ -19,21 +19,21 @@ import torch
 from safetensors.torch import load_file
 from tiny_models import VOCAB, _tiny
 
-from geomlens.analyses.kernels import (
+from geomlens.analyses.walk.command import run_walk
+from geomlens.analyses.walk.kernels import (
     KernelAccumulator,
     bias_kernels,
     negative_self_bias,
 )
-from geomlens.analyses.refactor import record_attention, refactor_check
-from geomlens.analyses.similarity import layer_stack, similarity_maps
-from geomlens.analyses.walks import TokenSpace, decoding_walk, encoding_walk
+from geomlens.analyses.walk.refactor import record_attention, refactor_check
+from geomlens.analyses.walk.similarity import layer_stack, similarity_maps
+from geomlens.analyses.walk.step import default_text, encode_text
+from geomlens.analyses.walk.walks import TokenSpace, decoding_walk, encoding_walk
 from geomlens.capturing import CaptureConfig
 from geomlens.cli import main
-from geomlens.commands.walk import run_walk
 from geomlens.errors import GeomlensError
 from geomlens.models import ModelView
 from geomlens.models.families.gpt2 import GPT2
-from geomlens.reporting.stages.walk import default_text, encode_text
 
 SHORT = "Q: What is 2 plus 2?\nA: 4.\n\nQ: What colour is snow?\nA: White."
 
@@ -186,7 +186,7 @@ def test_empirical_kernel_recovers_planted_shape():
     view = _planted_gpt2(strengths, freqs, T)
     ids = _ids(T, seed=3)
     rec = record_attention(view, ids)
-    from geomlens.analyses.attention_parts import real_logits
+    from geomlens.analyses.attention.parts import real_logits
 
     acc = KernelAccumulator(1, view.n_heads, causal=True, n_offsets=16)
     acc.update(0, rec.attn[0], real_logits(view, 0, rec.block_in[0]))

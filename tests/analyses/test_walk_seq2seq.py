@@ -19,8 +19,8 @@ import torch
 from safetensors.torch import load_file
 from seq2seq_models import tiny_t5
 
-from geomlens.analyses.attention_parts import self_scores
-from geomlens.analyses.kernels import (
+from geomlens.analyses.attention.parts import self_scores
+from geomlens.analyses.walk.kernels import (
     FAR_OFFSETS,
     bias_kernels,
     cross_scores,
@@ -28,13 +28,13 @@ from geomlens.analyses.kernels import (
     far_position_dict,
     query_start,
 )
-from geomlens.analyses.refactor import record_attention, record_seq2seq_attention
-from geomlens.analyses.similarity import decoder_inputs, layer_stack, seq2seq_forward
-from geomlens.analyses.walks import TokenSpace, comparable, decoding_walk, encoding_walk
+from geomlens.analyses.walk.refactor import record_attention, record_seq2seq_attention
+from geomlens.analyses.walk.similarity import decoder_inputs, layer_stack, seq2seq_forward
+from geomlens.analyses.walk.step import check_generate, decoder_kernels, kernels_and_refactor
+from geomlens.analyses.walk.walks import TokenSpace, comparable, decoding_walk, encoding_walk
 from geomlens.cli import main
 from geomlens.errors import GeomlensError
 from geomlens.models import ModelView, load_model
-from geomlens.reporting.stages.walk import check_generate, decoder_kernels, kernels_and_refactor
 
 ROWS = ("t5-v1_1", "t5-v1_0")
 TEXT = "Q: What is 2 plus 2?\nA: 4.\n\nQ: What colour is snow?\nA: White."

@@ -24,7 +24,7 @@ TEXT = "Q: What is 2 plus 2?\nA: 4.\n\nQ: What colour is snow?\nA: White."
 
 @pytest.fixture
 def small_umap(monkeypatch):
-    import geomlens.reporting.stages.sphere as sphere_command
+    import geomlens.analyses.sphere.step as sphere_command
 
     monkeypatch.setattr(sphere_command, "UMAP_TOKENS", 300)
     monkeypatch.setattr(sphere_command, "IDENTITY_WINDOWS", 2)
@@ -178,10 +178,10 @@ def test_api_names_are_functions_and_no_package_shares_one():
     """geomlens.capture, concepts and report are the API functions even after the
     subpackages behind them are imported (they are named capturing, concept_space and
     reporting, so nothing replaces the functions)."""
+    import geomlens.analyses.concepts.command
+    import geomlens.analyses.concepts.tasks
     import geomlens.capturing.capture
-    import geomlens.commands.concepts
     import geomlens.commands.report
-    import geomlens.concept_space.tasks
     import geomlens.reporting.page
 
     for name in geomlens.api.COMMANDS:

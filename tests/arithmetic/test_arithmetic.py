@@ -10,18 +10,19 @@ import numpy as np
 import pytest
 import torch
 
-from geomlens.arithmetic import data as D
-from geomlens.arithmetic.config import make_config
-from geomlens.arithmetic.evaluate import (
+from geomlens.analyses.arithmetic import data as D
+from geomlens.analyses.arithmetic.command import run_arithmetic
+from geomlens.analyses.arithmetic.config import make_config
+from geomlens.analyses.arithmetic.evaluate import (
     accuracy_by_length,
     exact_match,
     greedy_answers,
     in_float64,
 )
-from geomlens.arithmetic.geometry import untrained_block
-from geomlens.arithmetic.model import build_model, model_view
-from geomlens.arithmetic.seeds import seed_spread, side_means, spread
-from geomlens.arithmetic.train import (
+from geomlens.analyses.arithmetic.geometry import untrained_block
+from geomlens.analyses.arithmetic.model import build_model, model_view
+from geomlens.analyses.arithmetic.seeds import seed_spread, side_means, spread
+from geomlens.analyses.arithmetic.train import (
     BatchSource,
     TrainFolder,
     loss_on,
@@ -30,7 +31,6 @@ from geomlens.arithmetic.train import (
     train,
 )
 from geomlens.cli import main
-from geomlens.commands.arithmetic import run_arithmetic
 from geomlens.errors import GeomlensError
 
 
@@ -301,7 +301,8 @@ def test_training_stops_at_the_first_check_that_meets_the_target(tmp_path, monke
     # planted criterion scores: the first at or above 0.99 is the fourth check (step 8)
     planted = iter([0.2, 0.5, 0.985, 0.99, 1.0, 1.0])
     monkeypatch.setattr(
-        "geomlens.arithmetic.train.criterion_score", lambda model, config, held: next(planted)
+        "geomlens.analyses.arithmetic.train.criterion_score",
+        lambda model, config, held: next(planted),
     )
     config = tiny(steps=20, check_every=2, checkpoint_every=5, target_accuracy=0.99)
     problems = {3: D.make_problems(np.random.default_rng(0), 3, 4)}
@@ -320,7 +321,7 @@ def test_an_unmet_target_trains_to_the_cap_and_checks_real_accuracy(tmp_path):
     h = trained.history
     assert (h.steps, h.stopped) == (6, "steps") and [c[0] for c in h.checks] == [3, 6]
     # the check is the lowest held-out exact match over the training lengths, recomputed
-    from geomlens.arithmetic.train import held_out_problems
+    from geomlens.analyses.arithmetic.train import held_out_problems
 
     held = held_out_problems(config)
     assert sorted(held) == [2, 3] and all(len(p.tokens) == 5 for p in held.values())
@@ -343,7 +344,7 @@ def _trained_weights(config, folder, problems, nudge: float) -> dict[str, torch.
         return model
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("geomlens.arithmetic.train.build_model", nudged)
+        patch.setattr("geomlens.analyses.arithmetic.train.build_model", nudged)
         trained = train(config, folder, problems, progress=False)
     return {k: v.detach().clone() for k, v in trained.model.state_dict().items()}
 
@@ -451,7 +452,7 @@ def test_command_writes_metrics_and_figures_deterministically(tmp_path, monkeypa
     shutil.rmtree(copy / "figures")
     manifest = json.loads((copy / "manifest.json").read_text())
     (copy / "manifest.json").write_text(json.dumps({**manifest, "status": "running"}))
-    monkeypatch.setattr("geomlens.commands.arithmetic.save_all", lambda figures: None)
+    monkeypatch.setattr("geomlens.analyses.arithmetic.command.save_all", lambda figures: None)
     again = run_arithmetic(config, copy, progress=False)
     assert (run.path / "metrics.json").read_bytes() == (again.path / "metrics.json").read_bytes()
     # rerunning into a finished folder reuses it

@@ -12,16 +12,20 @@ import pytest
 import torch
 
 import geomlens.capturing.capture as capture_module
-from geomlens.analyses.taps import tap_factory
+from geomlens.analyses.sphere.compute import NormTap
+from geomlens.analyses.walk.refactor import AttentionTap
 from geomlens.capturing import CaptureConfig, capture_windows
 from geomlens.capturing.taps import Taps, chunks, fill_taps
 from geomlens.corpus import make_windows
 from geomlens.engines.shards import capture_shard, plan_shards
 from geomlens.errors import GeomlensError
 from geomlens.io.runfolder import RunFolder
+from geomlens.pipeline.taps import tap_factory
 
 C, T, BATCH = 6, 16, 4
-FACTORY = tap_factory(norms=3, attention=5)  # both end inside a batch: chunks are cut there
+FACTORY = tap_factory(
+    {"norms": (NormTap, 3), "attention": (AttentionTap, 5)}
+)  # both end inside a batch: chunks are cut there
 
 
 @pytest.fixture(scope="module")

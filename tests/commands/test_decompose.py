@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
+from geomlens.analyses.decomposition.command import run_decompose
 from geomlens.capturing import CaptureConfig
 from geomlens.cli import main
-from geomlens.commands.decompose import run_decompose
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +122,7 @@ def test_cli_prints_a_table(capsys, minilm_run):
 
 
 def test_principal_coordinates_equal_the_svd():
-    from geomlens.reporting.decomposition_figures import principal_coordinates
+    from geomlens.analyses.decomposition.figures import principal_coordinates
 
     rng = np.random.default_rng(0)
     for shape in ((30, 50), (50, 30)):

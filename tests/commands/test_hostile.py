@@ -237,7 +237,7 @@ def test_decompose_norms_on_huge_states_survive_an_arpack_failure(monkeypatch):
     1e21 give the norms of the matrices themselves even when ARPACK fails."""
     import scipy.sparse.linalg
 
-    from geomlens.analyses.decomposition import relative_norms
+    from geomlens.analyses.decomposition.compute import relative_norms
     from geomlens.stats.decomposition import DecompositionStats
 
     rng = np.random.default_rng(1)
@@ -674,7 +674,7 @@ def test_an_activation_url_without_its_filesystem_is_one_sentence_before_any_wor
 
 
 def test_a_task_file_with_a_byte_order_mark_reads_like_one_without(d, tmp_path):
-    from geomlens.concept_space.tasks import read_task
+    from geomlens.analyses.concepts.tasks import read_task
 
     plain = hellaswag(tmp_path / "plain.jsonl", ["the sea", "the sky"])
     marked = tmp_path / "marked.jsonl"
@@ -743,7 +743,7 @@ def test_a_device_given_as_a_text_file_is_refused_before_it_fills_memory(
 
 
 def test_a_text_file_past_its_limit_is_refused_naming_the_limit(d, tmp_path, monkeypatch):
-    from geomlens.concept_space.tasks import read_task
+    from geomlens.analyses.concepts.tasks import read_task
 
     monkeypatch.setitem(FILE_LIMITS, "task file", 2**20)
     task = tmp_path / "big.jsonl"

@@ -14,7 +14,7 @@ import pytest
 import geomlens.api.commands as api
 from geomlens.capturing.capture import CaptureConfig
 from geomlens.cli import build_parser, command_module
-from geomlens.commands.options import (
+from geomlens.config.options import (
     DEFAULTS,
     OPTIONS,
     CaptureArguments,

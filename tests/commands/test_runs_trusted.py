@@ -27,11 +27,12 @@ from safetensors.torch import load_file, save_file
 import geomlens.capturing.capture
 import geomlens.pipeline.run
 from geomlens import open_run
+from geomlens.analyses import registry
+from geomlens.analyses.staged import Stage, Staged
 from geomlens.cli import MAX_MESSAGE, main
 from geomlens.errors import GeomlensError
 from geomlens.io.runfolder import FINGERPRINT_VERSION, LOCK_NAME, RunFolder, write_json
-from geomlens.reporting import figures, registry
-from geomlens.reporting.staged import Stage, Staged
+from geomlens.reporting import figures
 
 # 6 windows of 16 tokens in 3 batches: every model call below takes about a second.
 CAPTURE = (

@@ -22,14 +22,14 @@ import torch
 import transformers
 from seq2seq_models import tiny_t5
 
-from geomlens.concept_space import aggregate as agg
-from geomlens.concept_space import encode
-from geomlens.concept_space.baseline import prepare
-from geomlens.concept_space.pyramidal import pyramidal_scores
-from geomlens.concept_space.schemes import LayerRef, Scheme, parse_scheme, resolve_layer
-from geomlens.concept_space.similarity import similarity_scores
-from geomlens.concept_space.sweep import read_grid
-from geomlens.concept_space.tasks import load_task
+from geomlens.analyses.concepts import aggregate as agg
+from geomlens.analyses.concepts import encode
+from geomlens.analyses.concepts.baseline import prepare
+from geomlens.analyses.concepts.pyramidal import pyramidal_scores
+from geomlens.analyses.concepts.schemes import LayerRef, Scheme, parse_scheme, resolve_layer
+from geomlens.analyses.concepts.similarity import similarity_scores
+from geomlens.analyses.concepts.sweep import read_grid
+from geomlens.analyses.concepts.tasks import load_task
 from geomlens.errors import GeomlensError
 from geomlens.models import ModelView, load_model
 from geomlens.models.loading import resolve_folder

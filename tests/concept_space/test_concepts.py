@@ -17,9 +17,8 @@ import numpy as np
 import pytest
 import torch
 
-from geomlens.cli import main
-from geomlens.concept_space import aggregate as agg
-from geomlens.concept_space.baseline import (
+from geomlens.analyses.concepts import aggregate as agg
+from geomlens.analyses.concepts.baseline import (
     baseline_scores,
     check_decoder,
     encode_item,
@@ -27,23 +26,24 @@ from geomlens.concept_space.baseline import (
     plain_loglik,
     prepare,
 )
-from geomlens.concept_space.data import extract_tasks, task_of_member
-from geomlens.concept_space.encode import segments_for
-from geomlens.concept_space.lmeval import score_requests
-from geomlens.concept_space.pyramidal import pyramidal_scores
-from geomlens.concept_space.schemes import PRESETS, Scheme, parse_scheme, resolve_layer
-from geomlens.concept_space.scores import accuracy_ci, ratio_ci
-from geomlens.concept_space.similarity import similarity_scores
-from geomlens.concept_space.sweep import expand, read_grid
-from geomlens.concept_space.tasks import (
+from geomlens.analyses.concepts.data import extract_tasks, task_of_member
+from geomlens.analyses.concepts.encode import segments_for
+from geomlens.analyses.concepts.lmeval import score_requests
+from geomlens.analyses.concepts.pyramidal import pyramidal_scores
+from geomlens.analyses.concepts.schemes import PRESETS, Scheme, parse_scheme, resolve_layer
+from geomlens.analyses.concepts.scores import accuracy_ci, ratio_ci
+from geomlens.analyses.concepts.similarity import similarity_scores
+from geomlens.analyses.concepts.step import ConceptsConfig, run_concepts
+from geomlens.analyses.concepts.sweep import expand, read_grid
+from geomlens.analyses.concepts.tasks import (
     build_prompt,
     fewshot_indices,
     load_task,
     read_task,
     split_answer,
 )
+from geomlens.cli import main
 from geomlens.errors import GeomlensError
-from geomlens.reporting.stages.concepts import ConceptsConfig, run_concepts
 
 # The task folder: $GEOMLENS_DATA (.ci/run sets it), else ../shared/data beside the repo.
 DATA = Path(
@@ -458,7 +458,7 @@ def test_target_logprobs_in_row_chunks_equal_the_whole_head(monkeypatch):
     round a product of 7 rows differently from one of 100."""
     from types import SimpleNamespace
 
-    import geomlens.concept_space.rows as rows
+    import geomlens.analyses.concepts.rows as rows
 
     g = torch.Generator().manual_seed(0)
     vocab, d = 5000, 16

@@ -22,15 +22,15 @@ import pytest
 import torch
 from seq2seq_models import tiny_t5
 
-from geomlens.concept_space.baseline import Prepared, baseline_scores, check_decoder, prepare
-from geomlens.concept_space.lmeval import score_requests
-from geomlens.concept_space.pyramidal import pyramidal_scores
-from geomlens.concept_space.schemes import PRESETS, Scheme, parse_scheme
-from geomlens.concept_space.similarity import similarity_scores
-from geomlens.concept_space.tasks import Task, load_task
+from geomlens.analyses.concepts.baseline import Prepared, baseline_scores, check_decoder, prepare
+from geomlens.analyses.concepts.lmeval import score_requests
+from geomlens.analyses.concepts.pyramidal import pyramidal_scores
+from geomlens.analyses.concepts.schemes import PRESETS, Scheme, parse_scheme
+from geomlens.analyses.concepts.similarity import similarity_scores
+from geomlens.analyses.concepts.step import ConceptsConfig, run_concepts
+from geomlens.analyses.concepts.tasks import Task, load_task
 from geomlens.errors import GeomlensError
 from geomlens.models import ModelView, load_model
-from geomlens.reporting.stages.concepts import ConceptsConfig, run_concepts
 
 DATA = Path(
     os.environ.get("GEOMLENS_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"
@@ -110,7 +110,7 @@ def test_baseline_equals_one_model_call_per_choice(t5_views, tasks, row, shots):
 
 def test_tokenisation_moves_trailing_space_and_tokenises_continuations_alone(t5_views):
     view = t5_views["t5-v1_1"]
-    from geomlens.concept_space.baseline import encode_requests, prefix_token
+    from geomlens.analyses.concepts.baseline import encode_requests, prefix_token
 
     tok = view.tokenizer
     enc = encode_requests(view, "The answer is ", ["yes", "no"])

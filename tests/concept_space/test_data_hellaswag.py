@@ -10,8 +10,8 @@ import sys
 import datasets
 import pytest
 
+from geomlens.analyses.concepts.tasks import read_task
 from geomlens.cli import main
-from geomlens.concept_space.tasks import read_task
 
 RECORDS = [
     {

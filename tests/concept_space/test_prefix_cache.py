@@ -17,8 +17,8 @@ import torch
 from seq2seq_models import tiny_t5
 from tiny_models import VOCAB, _tiny
 
-from geomlens.concept_space import baseline
-from geomlens.concept_space.baseline import (
+from geomlens.analyses.concepts import baseline
+from geomlens.analyses.concepts.baseline import (
     Row,
     baseline_rows,
     baseline_scores,
@@ -26,13 +26,13 @@ from geomlens.concept_space.baseline import (
     score_rows,
     scoring_mode,
 )
-from geomlens.concept_space.encode import layer_vectors
-from geomlens.concept_space.pyramidal import pyramidal_scores
-from geomlens.concept_space.reuse import Reuse
-from geomlens.concept_space.schemes import PRESETS, resolve_layer
-from geomlens.concept_space.similarity import similarity_scores
-from geomlens.concept_space.sweep import context_layers
-from geomlens.concept_space.tasks import load_task
+from geomlens.analyses.concepts.encode import layer_vectors
+from geomlens.analyses.concepts.pyramidal import pyramidal_scores
+from geomlens.analyses.concepts.reuse import Reuse
+from geomlens.analyses.concepts.schemes import PRESETS, resolve_layer
+from geomlens.analyses.concepts.similarity import similarity_scores
+from geomlens.analyses.concepts.sweep import context_layers
+from geomlens.analyses.concepts.tasks import load_task
 from geomlens.models import ModelView, load_model
 from geomlens.models.families.llama import LLAMA
 

@@ -125,9 +125,11 @@ CONFIG = CaptureConfig(
 def taps_factory():
     """The taps the capture fills in the same passes (norms over 3 windows, attention over
     5), as the picklable factory each Ray worker builds its own from."""
-    from geomlens.analyses.taps import tap_factory
+    from geomlens.analyses.sphere.compute import NormTap
+    from geomlens.analyses.walk.refactor import AttentionTap
+    from geomlens.pipeline.taps import tap_factory
 
-    return tap_factory(norms=3, attention=5)
+    return tap_factory({"norms": (NormTap, 3), "attention": (AttentionTap, 5)})
 
 
 @pytest.fixture(scope="module")

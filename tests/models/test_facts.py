@@ -14,11 +14,11 @@ from family_cases import CASES
 from tiny_models import small_tokenizer
 
 from geomlens import cli
-from geomlens.concept_space.tasks import load_task
+from geomlens.analyses.concepts.tasks import load_task
+from geomlens.analyses.sphere.step import DEFAULT_PROMPT
+from geomlens.analyses.walk.step import default_text
 from geomlens.models.facts import model_facts
 from geomlens.models.families import family_for
-from geomlens.reporting.stages.sphere import DEFAULT_PROMPT
-from geomlens.reporting.stages.walk import default_text
 
 LONG = "The cat sat on the mat. " * 1400
 """About 9,800 SmolLM2 tokens (it accepts 8,192) and as many MiniLM tokens (512)."""

@@ -26,9 +26,9 @@ import torch
 import transformers
 from family_cases import CASES, SEQ, SEQ2SEQ_CASES, VOCAB, Case, build_case
 
-from geomlens.analyses.attention_parts import BIAS_PART, parts_of, real_logits, split_logits
-from geomlens.analyses.lens import lens_logits
-from geomlens.analyses.refactor import refactor_check
+from geomlens.analyses.attention.parts import BIAS_PART, parts_of, real_logits, split_logits
+from geomlens.analyses.sphere.lens import lens_logits
+from geomlens.analyses.walk.refactor import refactor_check
 from geomlens.capturing.hooks import hidden_states
 from geomlens.errors import GeomlensError
 from geomlens.models import ModelView

@@ -16,12 +16,17 @@ import pytest
 import transformers
 from tiny_models import small_tokenizer
 
+from geomlens.analyses import registry
+from geomlens.analyses.attention import section as attention
+from geomlens.analyses.concepts import section as concepts
+from geomlens.analyses.decomposition import section as decomposition
+from geomlens.analyses.result import open_result
+from geomlens.analyses.sphere import section as sphere
+from geomlens.analyses.walk import section as walk
 from geomlens.cli import main
 from geomlens.commands import HELP
-from geomlens.commands.result import open_result
-from geomlens.reporting import registry
+from geomlens.reporting import overview
 from geomlens.reporting.section import Section
-from geomlens.reporting.sections import attention, concepts, decomposition, overview, sphere, walk
 
 # The tables as they were written out before the registry (each analysis's facts, by hand).
 OLD_COMMAND_SECTIONS = {
@@ -71,8 +76,8 @@ def test_the_registry_gives_the_tables_it_replaced() -> None:
     stages = [(a.name, a.title) for a in registry.report_stages(generates=True)]
     assert stages == OLD_STAGES
     assert [(a.name, a.title) for a in registry.report_stages(generates=False)] == OLD_STAGES[:3]
-    from geomlens.reporting.stages.sphere import IDENTITY_WINDOWS
-    from geomlens.reporting.stages.walk import KERNEL_WINDOWS
+    from geomlens.analyses.sphere.step import IDENTITY_WINDOWS
+    from geomlens.analyses.walk.step import KERNEL_WINDOWS
 
     windows = registry.tap_windows(registry.report_stages(generates=True))
     assert windows == {"norms": IDENTITY_WINDOWS, "attention": KERNEL_WINDOWS}

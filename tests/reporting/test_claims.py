@@ -13,10 +13,10 @@ import torch
 from synthetic import planted
 from threadpoolctl import threadpool_limits
 
-from geomlens.analyses.decomposition import analyse_layers
-from geomlens.analyses.decomposition_intervals import decomposition_intervals
+from geomlens.analyses.decomposition.compute import analyse_layers
+from geomlens.analyses.decomposition.intervals import decomposition_intervals
+from geomlens.analyses.registry import claim_records, claims
 from geomlens.reporting.claims import counted, decide
-from geomlens.reporting.registry import claim_records, claims
 from geomlens.stats import CapturedBatch, DecompositionAccumulator
 from geomlens.stats.intervals import mean_difference, wilson
 
@@ -425,9 +425,9 @@ def test_concept_guards_chance_no_context_and_degenerate_schemes() -> None:
 def test_the_claims_and_the_concepts_section_name_the_same_best_scheme(tmp_path) -> None:
     """The ranking's first scheme gives back its input and the second is degenerate: both
     name the third, the best that can stand for the text."""
+    from geomlens.analyses.concepts.claims import best_scheme
+    from geomlens.analyses.concepts.section import concepts_section
     from geomlens.io.runfolder import Run
-    from geomlens.reporting.claims import best_scheme
-    from geomlens.reporting.sections.concepts import concepts_section
 
     cosine = {**OTHER, "normalised_vs_acc": 1.2, "degenerate": "the cosines of all choices tie"}
     schemes = {"P:tokens|E": IDENTITY, "P:cos": cosine, "P:concat": OTHER, "S:x": LOW}

@@ -15,13 +15,13 @@ import numpy as np
 import plotly.offline
 import pytest
 
+from geomlens.analyses.attention.section import attention_section
+from geomlens.analyses.decomposition.section import TABLE_KEYS
+from geomlens.analyses.sphere.section import sphere_section
 from geomlens.io.runfolder import Run
 from geomlens.reporting.glossary import GLOSSARY, describe, descriptions
 from geomlens.reporting.html import number, rounded
 from geomlens.reporting.interactive import fewer_slider_steps
-from geomlens.reporting.sections.attention import attention_section
-from geomlens.reporting.sections.decomposition import TABLE_KEYS
-from geomlens.reporting.sections.sphere import sphere_section
 
 
 def test_glossary_describes_every_per_layer_key_of_a_report(minilm_report: Path) -> None:
@@ -217,7 +217,7 @@ def test_the_page_keeps_fewer_layers_of_a_slider_figure() -> None:
 def test_claims_share_one_interval_note_and_the_run_names_its_model(minilm_report: Path) -> None:
     """Each claim's number points to one note saying how its interval is drawn (each way
     said once); the Run section names the model and says the time in readable units."""
-    from geomlens.reporting.sections.overview import claims_section, duration, run_section
+    from geomlens.analyses.overview import claims_section, duration, run_section
 
     run = Run(minilm_report)
     claims = claims_section(run)

@@ -18,13 +18,12 @@ import pytest
 import torch
 import transformers
 
+from geomlens.analyses.decomposition.schema import published_section
+from geomlens.analyses.registry import claims, write_report
 from geomlens.cli import main
 from geomlens.models import BUNDLED
 from geomlens.models.loading import resolve_folder
 from geomlens.reporting import published
-from geomlens.reporting.claims import published_section
-from geomlens.reporting.page import write_report
-from geomlens.reporting.registry import claims
 
 GPT2_SMALL = {"family": "gpt2", "n_layers": 12, "d_model": 768, "vocab": 50257}
 SMOLLM2 = {"family": "llama", "n_layers": 30, "d_model": 576, "vocab": 49152}

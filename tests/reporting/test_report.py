@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from geomlens.analyses.registry import claim_records, claims, page_sections, write_report
 from geomlens.cli import main
-from geomlens.reporting.page import write_report
-from geomlens.reporting.registry import claim_records, claims, page_sections
 
 SECTIONS = tuple((s.anchor, s.title) for s in page_sections())
 

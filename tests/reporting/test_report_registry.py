@@ -8,8 +8,10 @@ import pkgutil
 from pathlib import Path
 
 import geomlens.reporting.sections as sections_package
+
+from geomlens.analyses import registry
 from geomlens.io.runfolder import open_run
-from geomlens.reporting import page, registry
+from geomlens.reporting import page
 from geomlens.reporting.section import Section
 
 

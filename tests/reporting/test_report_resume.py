@@ -59,7 +59,7 @@ def interrupted_as_the_walk_starts(
     import dataclasses
 
     import geomlens.commands.report as rc
-    from geomlens.reporting import registry
+    from geomlens.analyses import registry
 
     def interrupted(*args, **kwargs):
         def stage(*a, **k):

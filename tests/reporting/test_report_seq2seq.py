@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from seq2seq_models import tiny_t5
 
+from geomlens.analyses.registry import page_sections
 from geomlens.cli import main
-from geomlens.reporting.registry import page_sections
 
 SECTIONS = tuple((s.anchor, s.title) for s in page_sections())
 

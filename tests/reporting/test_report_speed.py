@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from matplotlib.figure import Figure
 
+from geomlens.analyses.staged import Stage, Staged
 from geomlens.io.runfolder import RunFolder
 from geomlens.reporting.figures import (
     deferred_rendering,
@@ -20,7 +21,6 @@ from geomlens.reporting.figures import (
     rendered_in_background,
     save_later,
 )
-from geomlens.reporting.staged import Stage, Staged
 
 
 class KilledWhileDrawing(Figure):

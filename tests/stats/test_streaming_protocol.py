@@ -19,9 +19,9 @@ import torch
 from safetensors.torch import load as load_safetensors
 from safetensors.torch import save as save_safetensors
 
-from geomlens.analyses.kernels import KernelAccumulator
-from geomlens.analyses.refactor import AttentionRecord, RefactorAccumulator, record_attention
-from geomlens.analyses.sphere import NormStats
+from geomlens.analyses.sphere.compute import NormStats
+from geomlens.analyses.walk.kernels import KernelAccumulator
+from geomlens.analyses.walk.refactor import AttentionRecord, RefactorAccumulator, record_attention
 from geomlens.errors import GeomlensError
 from geomlens.models import ModelView
 from geomlens.models.view import NormView

@@ -1,4 +1,19 @@
-"""Analyses: pure functions from accumulated statistics to typed, JSON-able results.
+"""The analyses, one folder each: its pure computation, its step on a finished capture, its
+figures, its page section, its claims, its metrics schema and its command.
 
-Nothing here plots, prints or writes files. Import each analysis from its own module.
+``FOLDERS`` is the one line an analysis adds outside its folder: the registry
+(``analyses/registry.py``) reads each folder's ``entry.ENTRY``, and the command line each
+folder's ``COMMAND`` (its ``__init__``, which imports nothing, so ``geomlens --help`` stays
+fast). ``common/`` holds what several analyses compute with.
 """
+
+FOLDERS: tuple[str, ...] = (
+    "capture",
+    "decomposition",
+    "attention",
+    "sphere",
+    "walk",
+    "concepts",
+    "arithmetic",
+)
+"""Every analysis folder, in the order of the page, the headline, the figures and the claims."""

@@ -12,7 +12,7 @@
     acts = geomlens.activations("smollm2-135m", ["The cat sat.", "A dog ran."])
     acts.hidden_states[0]  # [layers + 1, tokens, d] of the first text
 
-``geomlens.api.decompose`` is the same function (``geomlens.commands.decompose`` is the
+``geomlens.api.decompose`` is the same function (``geomlens.analyses.decomposition.command`` is the
 command's module). The names are imported on first use, so ``import geomlens.api`` loads no
 model code. See docs/python_api.md.
 """
@@ -23,9 +23,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from geomlens.analyses.result import Result, open_result
     from geomlens.api.commands import capture, concepts, decompose, report, sphere, walk
     from geomlens.api.text_activations import Activations, activations
-    from geomlens.commands.result import Result, open_result
 
 COMMANDS = ("capture", "decompose", "sphere", "walk", "concepts", "report")
 """The commands the API offers, in the order the docs list them."""
@@ -34,8 +34,8 @@ LAZY = {
     **{name: "geomlens.api.commands" for name in COMMANDS},
     "activations": "geomlens.api.text_activations",
     "Activations": "geomlens.api.text_activations",
-    "Result": "geomlens.commands.result",
-    "open_result": "geomlens.commands.result",
+    "Result": "geomlens.analyses.result",
+    "open_result": "geomlens.analyses.result",
 }
 """Public name -> the module it is imported from on first use."""
 

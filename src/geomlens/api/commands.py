@@ -1,9 +1,10 @@
 """The commands as Python functions: the CLI's options as typed keyword arguments.
 
-Each function builds its command's config (``geomlens.commands.decompose.DecomposeConfig``,
-...) as ``geomlens <command>`` does from its flags (same defaults: SmolLM2, the BBC corpus,
-128 windows of 128 tokens, ``runs/<command>-<model>``), and returns what the command's
-``run(config)`` returns, a ``Result``. The same arguments write the same run folder as the
+Each function builds its command's config (``DecomposeConfig`` of
+``geomlens.analyses.decomposition.command``, ...) as ``geomlens <command>`` does from its
+flags (same defaults: SmolLM2, the BBC corpus, 128 windows of 128 tokens,
+``runs/<command>-<model>``), and returns what the command's ``run(config)`` returns, a
+``Result``. The same arguments write the same run folder as the
 command line, so a run made one way is reused the other way.
 
 Arguments only Python can give: ``view``, a model already loaded (``geomlens.load_model``)
@@ -19,13 +20,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypedDict, TypeVar, Unpack, get_type_hints
 
+from geomlens.analyses.result import Result
 from geomlens.api.checks import checked
 from geomlens.api.memory_corpus import corpus_name
-from geomlens.commands.options import CaptureArguments, Dtype, Engine, option_defaults
-from geomlens.commands.result import Result
+from geomlens.config.figure_level import FigureLevel
+from geomlens.config.options import CaptureArguments, Dtype, Engine, option_defaults
 from geomlens.errors import GeomlensError
 from geomlens.models.view import ModelView
-from geomlens.reporting.figure_level import FigureLevel
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -142,7 +143,8 @@ def capture(
         figures: figures drawn: "all", "interactive" (no static PNGs) or "none".
         view: ``model`` already loaded.
     """
-    from geomlens.commands.capture import CaptureRunConfig, run
+    from geomlens.commands.capture import run
+    from geomlens.config.run import CaptureRunConfig
 
     return run(CaptureRunConfig.of(with_options(locals())), view=view)
 
@@ -163,7 +165,7 @@ def decompose(
     one without it primary. Second moments are always accumulated. The other arguments
     are ``capture``'s; ``out`` defaults to ``runs/decompose-<model>``.
     """
-    from geomlens.commands.decompose import DecomposeConfig, run
+    from geomlens.analyses.decomposition.command import DecomposeConfig, run
 
     return run(DecomposeConfig.of(with_options(locals())), view=view)
 
@@ -188,7 +190,7 @@ def sphere(
 
     The other arguments are ``capture``'s; ``out`` defaults to ``runs/sphere-<model>``.
     """
-    from geomlens.commands.sphere import SphereConfig, run
+    from geomlens.analyses.sphere.command import SphereConfig, run
 
     return run(SphereConfig.of(with_options(locals())), view=view)
 
@@ -215,7 +217,7 @@ def walk(
     """
     if text is not None and text_file is not None:
         raise GeomlensError("geomlens.walk() takes text or text_file, not both.")
-    from geomlens.commands.walk import WalkConfig, run
+    from geomlens.analyses.walk.command import WalkConfig, run
 
     return run(WalkConfig.of(with_options(locals())), view=view)
 
@@ -262,7 +264,7 @@ def concepts(
         progress: show progress output.
         view: ``model`` already loaded.
     """
-    from geomlens.commands.concepts import ConceptsRunConfig, run
+    from geomlens.analyses.concepts.command import ConceptsRunConfig, run
 
     return run(ConceptsRunConfig.of(locals()), view=view)
 

@@ -8,8 +8,8 @@ The package's own code calls the unwrapped functions in ``io``, ``commands`` and
 
 from __future__ import annotations
 
+from geomlens.analyses import result
 from geomlens.api.checks import bounded
-from geomlens.commands import result
 from geomlens.corpus import sources, windows
 from geomlens.io import runfolder
 

@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def bigbench(args: argparse.Namespace) -> int:
-    from geomlens.concept_space.data import TASKS, default_out, fetch_bigbench
+    from geomlens.analyses.concepts.data import TASKS, default_out, fetch_bigbench
 
     tasks = tuple(t for t in args.tasks.split(",") if t) if args.tasks else TASKS
     out = args.out or default_out()
@@ -44,7 +44,7 @@ def bigbench(args: argparse.Namespace) -> int:
 
 
 def hellaswag(args: argparse.Namespace) -> int:
-    from geomlens.concept_space.hellaswag import fetch_hellaswag
+    from geomlens.analyses.concepts.hellaswag import fetch_hellaswag
 
     path, n = fetch_hellaswag(args.out, source=args.source)
     print(f"HellaSwag: {n} items written to {path} (use it with --task {path})")

@@ -15,10 +15,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from geomlens.analyses import registry
+from geomlens.analyses.base import StageRequest
+from geomlens.analyses.concepts.step import DEFAULT_TASK, default_task
+from geomlens.analyses.result import Result, run_result
+from geomlens.analyses.sphere.step import DEFAULT_PROMPT, check_prompt, load_nouns
+from geomlens.analyses.staged import Staged, report_stages, report_taps
+from geomlens.analyses.walk.step import (
+    WALK_GENERATE,
+    check_generate,
+    default_text,
+    encode_text,
+    read_text_file,
+)
 from geomlens.capturing.capture import CaptureConfig, check_length, resolve_layers
-from geomlens.commands.capture import CaptureRunConfig
-from geomlens.commands.options import add_capture_options, capture_options, finished
-from geomlens.commands.result import Result
+from geomlens.config.figure_level import FigureLevel
+from geomlens.config.options import add_capture_options, capture_options, finished
+from geomlens.config.run import CaptureRunConfig
 from geomlens.engines import EngineConfig
 from geomlens.errors import GeomlensError
 from geomlens.io import lifecycle
@@ -28,22 +41,6 @@ from geomlens.models.facts import check_before_loading
 from geomlens.models.loading import load_configured
 from geomlens.models.view import ModelView
 from geomlens.pipeline import run as pipeline
-from geomlens.pipeline.request import RunRequest
-from geomlens.pipeline.run import check_decomposable
-from geomlens.reporting import registry
-from geomlens.reporting.figure_level import FigureLevel
-from geomlens.reporting.page import write_report
-from geomlens.reporting.staged import Staged, report_stages, report_taps
-from geomlens.reporting.stages import StageRequest
-from geomlens.reporting.stages.concepts import DEFAULT_TASK, default_task
-from geomlens.reporting.stages.sphere import DEFAULT_PROMPT, check_prompt, load_nouns
-from geomlens.reporting.stages.walk import (
-    WALK_GENERATE,
-    check_generate,
-    default_text,
-    encode_text,
-    read_text_file,
-)
 
 CONCEPT_LIMIT = 40
 """Items of the multiple-choice task scored in the report (a small default slice)."""
@@ -73,8 +70,8 @@ def preflight(
     check_generate(view, len(ids), WALK_GENERATE if view.generates else 0)
     check_prompt(view, DEFAULT_PROMPT)
     if view.generates:
-        from geomlens.concept_space.baseline import prepare
-        from geomlens.concept_space.tasks import load_task
+        from geomlens.analyses.concepts.baseline import prepare
+        from geomlens.analyses.concepts.tasks import load_task
 
         loaded = load_task(task or default_task(DEFAULT_TASK))
         prepare(view, loaded, loaded.take(limit), 0, config.seed)  # tokenisation only
@@ -112,12 +109,12 @@ def run_report(
     if limit < 1:
         raise GeomlensError(f"--limit must be at least 1 (got {limit}).")
     if task is not None:  # a bad task file is reported now, not after the capture
-        from geomlens.concept_space.tasks import load_task
+        from geomlens.analyses.concepts.tasks import load_task
 
         load_task(task)
     config = dataclasses.replace(config, second_moment=True)
     config.validate()
-    check_decomposable("report", config)
+    registry.check("report", config)
     if view is None:  # the files' facts first: a refusal comes before the weights load
         check_before_loading(config.model, lambda v: preflight(v, config, text, task, limit))
         view = load_configured(config)
@@ -166,7 +163,7 @@ def _report_locked(
     if text is not None:  # the default leaves earlier runs' configs as they were
         options["walk_text_sha256"] = hashlib.sha256(text.encode()).hexdigest()
     written = registry.stage_sections()
-    request = RunRequest(
+    request = registry.run_request(
         "report",
         config,
         out,
@@ -182,7 +179,7 @@ def _report_locked(
     )
     run = pipeline.run(request)
     store_compact(run.path)  # every stage has read the interval groups: keep what is read later
-    write_report(run.path)
+    registry.write_report(run.path)
     return open_run(run.path)
 
 
@@ -211,8 +208,14 @@ def run(config: ReportConfig, *, view: ModelView | None = None) -> Result:
     """``geomlens report`` (and ``geomlens.report(...)``)."""
     task = None if config.task is None else str(config.task)
     text = config.text if config.text_file is None else read_text_file(str(config.text_file))
-    return config.result(
-        run_report, view, text=text, task=task, limit=config.limit, skip_first=config.skip_first
+    return run_result(
+        config,
+        run_report,
+        view,
+        text=text,
+        task=task,
+        limit=config.limit,
+        skip_first=config.skip_first,
     )
 
 

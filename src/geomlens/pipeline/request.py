@@ -2,16 +2,40 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from geomlens.capturing.capture import CaptureConfig
 from geomlens.capturing.taps import TapsFactory
+from geomlens.config.figure_level import FigureLevel
+from geomlens.corpus import Windows
 from geomlens.engines import EngineConfig
+from geomlens.io.runfolder import RunFolder
 from geomlens.models.view import ModelView
-from geomlens.reporting.figure_level import FigureLevel
-from geomlens.reporting.stages import Analysis
+from geomlens.stats import DecompositionAccumulator
+
+
+class Analysis(Protocol):
+    """What runs after the capture: reads the statistics (and the taps the capture filled,
+    ``pipeline.taps.filled_tap``), writes its metrics.json section(s) and figures."""
+
+    def __call__(
+        self,
+        folder: RunFolder,
+        view: ModelView,
+        windows: Windows,
+        acc: DecompositionAccumulator,
+    ) -> None: ...
+
+
+Judge = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
+"""(metrics, the manifest's model record) -> the sections the run's numbers decide (its
+claims, a paper's numbers beside them), merged into metrics.json after the analysis."""
+
+Check = Callable[[str, CaptureConfig], None]
+"""(command, config) -> None, or a ``GeomlensError`` before the model loads."""
 
 
 @dataclass(frozen=True)
@@ -32,7 +56,9 @@ class RunRequest:
         sections: the metrics.json sections a finished run holds (None: the command's, from
             the analyses' registry).
         taps: the statistics the capture fills besides the decomposition (``capture.taps``).
-        figures: which figures the analyses draw (``report.figure_level.FigureLevel``).
+        figures: which figures the analyses draw (``config.figure_level.FigureLevel``).
+        judge: decides the claims from the numbers written (None: none).
+        check: refuses a config the analysis cannot analyse, before the model loads.
     """
 
     command: str
@@ -47,6 +73,8 @@ class RunRequest:
     sections: tuple[str, ...] | None = None
     taps: TapsFactory | None = None
     figures: FigureLevel = "all"
+    judge: Judge | None = None
+    check: Check | None = None
 
     def identity(self) -> dict[str, Any]:
         """The run's config as its run folder records it (what makes two runs the same)."""

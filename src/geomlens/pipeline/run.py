@@ -15,9 +15,9 @@ import torch
 from safetensors import SafetensorError, safe_open
 from threadpoolctl import threadpool_limits
 
-from geomlens.analyses.taps import saved_taps
 from geomlens.capturing.capture import CaptureConfig, check_length, resolve_layers
 from geomlens.capturing.taps import Taps, fill_taps
+from geomlens.config.figure_level import figure_level
 from geomlens.corpus import Corpus, Windows, load_corpus, make_windows
 from geomlens.engines import CaptureJob
 from geomlens.engines import capture as engine_capture
@@ -38,10 +38,7 @@ from geomlens.models.facts import check_before_loading
 from geomlens.models.loading import load_configured
 from geomlens.models.view import ModelView
 from geomlens.pipeline.request import RunRequest
-from geomlens.reporting.claims import published_section
-from geomlens.reporting.figure_level import figure_level
-from geomlens.reporting.registry import claim_records, command_sections
-from geomlens.reporting.stages.decomposition import QK_BASIS_MIN
+from geomlens.pipeline.taps import saved_taps
 from geomlens.stats import DecompositionAccumulator
 from geomlens.stats.decomposition import GROUP_STATE, interval_groups, state_spec
 from geomlens.stats.finite import require_finite_weights
@@ -128,29 +125,6 @@ def check_distinct_windows(windows: Windows) -> None:
         )
 
 
-DECOMPOSING = ("decompose", "report")
-"""Commands whose analyses split the windows into position and context parts."""
-
-
-def check_decomposable(command: str, config: CaptureConfig) -> None:
-    """Refuse windows too few or too short for the position/context analyses, before the
-    model loads: the context part and its intervals compare at least 2 windows, and the
-    W_QK basis takes ``QK_BASIS_MIN`` singular values of pos without position 0."""
-    if command not in DECOMPOSING:
-        return
-    if config.contexts < 2:
-        raise GeomlensError(
-            f"--contexts {config.contexts}: the position/context split compares windows, so "
-            f"{command} needs at least 2 (16 or more for its intervals); use --contexts 16."
-        )
-    if config.length < QK_BASIS_MIN + 1:
-        raise GeomlensError(
-            f"--length {config.length}: the positional basis of W_QK takes {QK_BASIS_MIN} "
-            f"positions after the first, so {command} needs --length {QK_BASIS_MIN + 1} or "
-            "more."
-        )
-
-
 def model_source(config: CaptureConfig, view: ModelView | None) -> str:
     """The folder the model of ``config`` loads from (without loading it when not given)."""
     if view is not None:
@@ -211,7 +185,8 @@ def run(request: RunRequest) -> Run:
     config, view = request.config, request.view
     request.engine.validate(config.save_activations)
     config.validate()
-    check_decomposable(request.command, config)
+    if request.check is not None:  # the analyses' own limits, before the model loads
+        request.check(request.command, config)
     if view is not None:  # a model loaded by the caller must be the one the config names
         check_given_view(view, config.model, config.dtype)
         require_finite_weights(view.model, str(config.model))
@@ -226,9 +201,7 @@ def run(request: RunRequest) -> Run:
 
 def sections_of(request: RunRequest) -> tuple[str, ...]:
     """The metrics.json sections a finished run of ``request`` holds."""
-    if request.sections is not None:
-        return request.sections
-    return command_sections().get(request.command, ("capture",))
+    return request.sections if request.sections is not None else ("capture",)
 
 
 def reuse_finished(run: lifecycle.RunInFolder, request: RunRequest) -> Run | None:
@@ -336,11 +309,10 @@ def _run_locked(run: lifecycle.RunInFolder, request: RunRequest) -> Run:
         # machine (threads spinning against torch's); torch's own threads are unaffected.
         with threadpool_limits(limits=1, user_api="blas"):
             request.analysis(folder, view, windows, acc)
+    if request.judge is not None:
         # The papers' claims, decided once from the numbers just written, and the numbers
         # a paper publishes for this model beside the run's own.
         metrics = folder.read_metrics()
-        folder.merge_metrics("claims", claim_records(metrics, manifest["model"]))
-        published = published_section(metrics, manifest["model"])
-        if published is not None:
-            folder.merge_metrics("published", published)
+        for key, section in request.judge(metrics, manifest["model"]).items():
+            folder.merge_metrics(key, section)
     return run.complete(timing)

@@ -15,15 +15,15 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from geomlens.analyses.decomposition.schema import run_published, skip_first_layers
+from geomlens.analyses.overview import published_tables
+from geomlens.analyses.registry import run_claims
 from geomlens.errors import GeomlensError
 from geomlens.io.files import damaged, replacing, write_text_atomic
 from geomlens.io.runfolder import RERUN, Run, open_run
 from geomlens.reporting import interactive as plots
-from geomlens.reporting.claims import run_published, skip_first_layers
 from geomlens.reporting.html import escape, plot, section, table
 from geomlens.reporting.page import LOADER, STYLE
-from geomlens.reporting.registry import run_claims
-from geomlens.reporting.sections.overview import published_tables
 
 COLUMNS = (
     *("share_pos", "share_ctx", "rel_norm_pos", "rel_norm_pos_centred"),

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 
+from geomlens.config.figure_level import current_level
 from geomlens.io.files import replacing, write_text_atomic
-from geomlens.reporting.figure_level import current_level
 
 if TYPE_CHECKING:  # imported where a figure is drawn: a refused command never loads them
     import plotly.graph_objects as go

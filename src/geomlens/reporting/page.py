@@ -4,24 +4,24 @@ Everything is inlined (plotly.js, styles, data, PNGs as data URIs), so the file 
 offline and can be mailed. Tables, readings and static images need no JavaScript; the
 interactive figures are drawn by the inlined plotly.js when scripts run. plotly.js is
 inlined once, gzip-compressed (1.5 MB instead of 4.8 MB), and unpacked by the browser's own
-``DecompressionStream``. The page lays out the sections of ``reporting/registry.py`` that the
-run has, then a glossary of the metric keys its tables use.
+``DecompressionStream``. The page lays out the sections it is given (the analyses' registry's, in
+order) that the run has, then a glossary of the metric keys its tables use.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from geomlens.io.files import write_text_atomic
 from geomlens.io.runfolder import Run, open_run
 from geomlens.io.stored import RECORD
-from geomlens.reporting import registry
 from geomlens.reporting.glossary import describe
 from geomlens.reporting.html import escape, packed, section
+from geomlens.reporting.section import Section
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:0;color:#222;line-height:1.45}
@@ -147,12 +147,17 @@ def stored_note(run: Run) -> str:
     )
 
 
-def build_page(run: Run) -> str:
-    """The whole page as one HTML string (a run made before its claims were kept gets
-    them computed from its numbers)."""
+RunClaims = Callable[[dict[str, Any], dict[str, Any]], list[dict[str, Any]]]
+"""(metrics, manifest) -> the run's claim records (computed for a run made before they
+were kept)."""
+
+
+def build_page(run: Run, sections: Sequence[Section], run_claims: RunClaims) -> str:
+    """The whole page as one HTML string: the ``sections`` the run has, in order (a run
+    made before its claims were kept gets them from ``run_claims``)."""
     if "claims" not in run.metrics:
-        run.metrics["claims"] = registry.run_claims(run.metrics, run.manifest)
-    shown = [s for s in registry.page_sections() if s.present(run)]
+        run.metrics["claims"] = run_claims(run.metrics, run.manifest)
+    shown = [s for s in sections if s.present(run)]
     nav = "".join(f'<a href="#{s.anchor}">{escape(s.title)}</a>' for s in shown)
     nav += '<a href="#glossary">Glossary</a>'
     notes = {"run": stored_note(run)}
@@ -179,7 +184,8 @@ def build_page(run: Run) -> str:
     )
 
 
-def write_report(path: str | Path) -> Path:
-    """Write ``report.html`` into a finished run folder (atomically) and return its path."""
+def write_report(path: str | Path, sections: Sequence[Section], run_claims: RunClaims) -> Path:
+    """Write ``report.html`` of ``sections`` into a finished run folder (atomically) and
+    return its path."""
     run = open_run(path)
-    return write_text_atomic(run.path / "report.html", build_page(run))
+    return write_text_atomic(run.path / "report.html", build_page(run, sections, run_claims))

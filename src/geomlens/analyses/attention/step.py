@@ -1,0 +1,151 @@
+"""Attention in the positional basis (``geomlens decompose``, the report's second stage):
+the attention logits of a few blocks split into position/context parts, W_QK in the basis of
+the top positional directions, and induction heads. It reads the capture's statistics and
+the decomposition's per-layer ranks (metrics.json, written by the step before it)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from geomlens.analyses.attention import figures as attn_figs
+from geomlens.analyses.attention.induction import induction_heads
+from geomlens.analyses.attention.parts import attention_parts
+from geomlens.analyses.attention.qk_basis import qk_positional_basis
+from geomlens.analyses.base import StageRequest
+from geomlens.analyses.decomposition.schema import skip_first_layers
+from geomlens.capturing.capture import CaptureConfig
+from geomlens.capturing.hooks import hidden_states
+from geomlens.corpus import Windows
+from geomlens.errors import GeomlensError
+from geomlens.io.progress import Step, quiet, step_bar
+from geomlens.io.runfolder import RunFolder
+from geomlens.models.loading import eager_attention
+from geomlens.models.view import ModelView
+from geomlens.reporting.figures import pick_layers, save_all
+from geomlens.stats import DecompositionAccumulator
+
+ATTENTION_BLOCKS = 3  # blocks whose attention is split (first, middle, last)
+ATTENTION_CONTEXTS = 2  # windows split (x T^2 query-key pairs each; the basis uses all)
+QK_BASIS_MAX = 20  # largest positional basis for W_QK
+QK_BASIS_MIN = 4  # smallest: a rank-2 plus diagonal fit of a smaller matrix is exact
+
+
+def attention_in_basis(
+    view: ModelView,
+    windows: Windows,
+    acc: DecompositionAccumulator,
+    skip: bool,
+    figures: list[tuple[Any, str]],
+    basis_ranks: dict[int, int],
+    progress: Callable[[int], object] | None = None,
+) -> dict[str, Any]:
+    """Attention logits split into pos/ctx parts and W_QK in the positional basis.
+
+    ``skip`` is the decomposition's primary view (position 0 left out or not);
+    ``basis_ranks`` maps a layer to pos_rank95 without position 0 (the W_QK basis size
+    before it is clipped to [QK_BASIS_MIN, QK_BASIS_MAX]). ``progress`` hears 1 after the
+    forward pass and after each block (``ATTENTION_BLOCKS + 1`` in all).
+
+    Appends its figures (with file names) to ``figures``.
+    """
+    blocks = pick_layers([x for x in acc.layers if x < view.n_layers], ATTENTION_BLOCKS)
+    n_ctx = min(ATTENTION_CONTEXTS, windows.n_contexts)
+    ids = torch.tensor(windows.input_ids[:n_ctx])
+    hidden = hidden_states(view, ids, blocks)
+    tick = progress or (lambda n: None)
+    tick(1)
+    parts, parts_ctx, qk, splits = [], [], [], []
+    for block in blocks:
+        stats = acc.finalize(block, skip_first=skip)
+        try:
+            split = attention_parts(view, block, hidden[block], stats, contexts=range(n_ctx))
+            variant = attention_parts(
+                view, block, hidden[block], stats, contexts=range(n_ctx), context="ctx"
+            )
+        except GeomlensError as exc:
+            return {"unsupported": str(exc)}
+        # The W_QK basis always leaves position 0 out: with it, a massive activation at the
+        # first token can make pos_rank95 = 1, and a 1-wide basis says nothing about W_QK.
+        basis_stats = acc.finalize(block, skip_first=True)
+        k = min(QK_BASIS_MAX, max(QK_BASIS_MIN, basis_ranks[block]))
+        basis = qk_positional_basis(view, block, basis_stats, k)
+        parts.append(split.to_dict())
+        parts_ctx.append(variant.to_dict())
+        qk.append(basis.to_dict())
+        splits.append(split)
+        if block == blocks[len(blocks) // 2]:  # heatmaps and W_QK for the middle block only
+            figures.append((attn_figs.part_heatmaps(split), f"attention_heatmaps_block{block}.png"))
+            figures.append((attn_figs.qk_matrix(basis), f"qk_basis_block{block}.png"))
+        tick(1)
+    figures.append((attn_figs.part_shares(splits), "attention_parts.png"))
+    return {
+        "n_contexts": n_ctx,
+        "blocks": blocks,
+        "parts": parts,
+        "parts_ctx": parts_ctx,
+        "qk_basis": qk,
+    }
+
+
+def induction(view: ModelView, seed: int, figures: list[tuple[Any, str]]) -> dict[str, Any]:
+    """Induction heads on repeated random tokens (decoders; needs eager attention).
+
+    Appends its figures (with file names) to ``figures``.
+    """
+    if view.kind == "encoder":
+        return {"unsupported": f"{view.name} is an encoder: induction needs a causal model"}
+    with eager_attention(view):
+        result = induction_heads(view, seed=seed)
+    figures.append((attn_figs.induction_scores(result), "induction_scores.png"))
+    if result.splits:
+        figures.append((attn_figs.induction_splits(result), "induction_splits.png"))
+    return result.to_dict()
+
+
+def check_basis_length(command: str, config: CaptureConfig) -> None:
+    """Refuse windows too short for the W_QK basis, before the model loads: it takes
+    ``QK_BASIS_MIN`` singular values of pos without position 0."""
+    if config.length < QK_BASIS_MIN + 1:
+        raise GeomlensError(
+            f"--length {config.length}: the positional basis of W_QK takes {QK_BASIS_MIN} "
+            f"positions after the first, so {command} needs --length {QK_BASIS_MIN + 1} or "
+            "more."
+        )
+
+
+@dataclass(frozen=True)
+class AttentionAnalysis:
+    """The attention step (an ``Analysis``): attention in the positional basis and induction
+    heads, after the decomposition's step. ``step`` hears each step start."""
+
+    skip_first: bool
+    seed: int
+    step: Step = quiet
+
+    def __call__(
+        self, folder: RunFolder, view: ModelView, windows: Windows, acc: DecompositionAccumulator
+    ) -> None:
+        step, out = self.step, folder.path / "figures"
+        rows = skip_first_layers(folder.read_metrics())
+        ranks = {r["layer"]: r["pos_rank95"] for r in rows}
+        figures: list[tuple[Any, str]] = []
+        step("attention in the positional basis")
+        with step_bar(step, ATTENTION_BLOCKS + 1, "pass") as bar:
+            attention = attention_in_basis(
+                view, windows, acc, self.skip_first, figures, ranks, bar.update
+            )
+        folder.merge_metrics("attention", attention)
+        step("induction heads")
+        with step_bar(step, 1, "pass") as bar:
+            folder.merge_metrics("induction", induction(view, self.seed, figures))
+            bar.update(1)
+        save_all([(fig, out / name) for fig, name in figures])
+
+
+def attention_stage(request: StageRequest, step: Step) -> AttentionAnalysis:
+    """The report's attention stage."""
+    return AttentionAnalysis(request.skip_first, request.config.seed, step)

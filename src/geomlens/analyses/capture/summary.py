@@ -1,0 +1,63 @@
+"""What a capture alone says: its finishing lines, headline and variance-share figure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from geomlens.io.runfolder import Run
+from geomlens.reporting import interactive
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
+Pairs = list[tuple[str, Any]]
+
+
+def _median_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    return rows[len(rows) // 2]
+
+
+def capture_lines(run: Run) -> list[str]:
+    timing = run.manifest.get("timing", {})
+    lines = [f"capture written to {run.path}"]
+    if "tokens" in timing:  # absent when a resumed run found its statistics already saved
+        lines.append(f"  {timing['tokens']:.0f} tokens at {timing['tokens_per_s']:.0f} tokens/s")
+    return lines
+
+
+def capture_headline(metrics: dict[str, Any]) -> Pairs:
+    """The capture's variance shares at the middle layer (a run without a decomposition)."""
+    if metrics.get("decomposition") or not metrics.get("capture"):
+        return []
+    mid = _median_row(metrics["capture"]["layers"])
+    return [
+        (f"share_pos, layer {mid['layer']}", mid["share_pos"]),
+        (f"share_pos, layer {mid['layer']} (position 0 skipped)", mid["share_pos_skip_first"]),
+    ]
+
+
+def view_name(skip_first: bool) -> str:
+    return "position 0 skipped" if skip_first else "all positions"
+
+
+def capture_figures(capture: dict[str, Any]) -> dict[str, go.Figure]:
+    """Variance shares per layer, both views of position 0, from the capture's numbers."""
+    import plotly.graph_objects as go
+
+    views = []
+    for skip in (False, True):
+        suffix = "_skip_first" if skip else ""
+        rows = [
+            {"layer": r["layer"], **{k: r[k + suffix] for k in interactive.SHARE_COLOURS}}
+            for r in capture["layers"]
+        ]
+        views.append((view_name(skip), rows))
+    return {"shares": go.Figure(interactive.shares(views))}
+
+
+def capture_run_figures(folder: Path, metrics: dict[str, Any]) -> dict[str, go.Figure]:
+    """The capture's shares (a run without a decomposition, which draws its own)."""
+    if "decomposition" in metrics or "capture" not in metrics:
+        return {}
+    return capture_figures(metrics["capture"])

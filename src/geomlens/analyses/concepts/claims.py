@@ -1,0 +1,123 @@
+"""Singh's concept-space claims: tests 1 (pyramidal) and 2 (similarity) against the model's
+own baseline, and which schemes may stand for them."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from geomlens.reporting import guards
+from geomlens.reporting.claims import SINGH, SINGH_KINDS, Claim, judge, text
+
+IDENTICAL_LOGLIK = 1e-3  # a pyramidal scheme this close to the baseline reproduces the input
+
+
+def sound_schemes(
+    concepts: dict[str, Any], prefix: str = ""
+) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """The schemes (names starting with ``prefix``) that may stand for the concept tests,
+    and those left out with the reason: a scheme that gives back its input (a pyramidal
+    scheme whose log-likelihoods equal the baseline's) and a degenerate one
+    (``guards.degenerate``). A scheme without a headline score is in neither."""
+    headline = concepts.get("headline", "normalised_vs_acc")
+    chance = (concepts.get("baseline") or {}).get("chance")
+    kept, left = {}, {}
+    for name, scheme in (concepts.get("schemes") or {}).items():
+        if not name.startswith(prefix):
+            continue
+        diff = scheme.get("loglik_max_abs_diff_vs_baseline")
+        reason = (
+            "it gives back the input itself"
+            if diff is not None and diff <= IDENTICAL_LOGLIK
+            else guards.degenerate(scheme, chance)
+        )
+        if reason is not None:
+            left[name] = reason
+        elif isinstance(scheme.get(headline), (int, float)):
+            kept[name] = scheme
+    return kept, left
+
+
+def best_scheme(concepts: dict[str, Any], prefix: str = "") -> str | None:
+    """The best scheme of a run's concept tests (of one test with ``prefix`` "P:" or
+    "S:"): the highest headline score among ``sound_schemes``, ties by name. The claims
+    and the concepts section both name this one."""
+    kept, _ = sound_schemes(concepts, prefix)
+    headline = concepts.get("headline", "normalised_vs_acc")
+    return min(kept, key=lambda n: (-kept[n][headline], n), default=None)
+
+
+def _concept_schemes(
+    concepts: dict[str, Any], test: str, prefix: str, reason: str
+) -> tuple[dict[str, dict[str, Any]], str, dict[str, str]]:
+    """The schemes that may decide the claim of one test, why there are none, and the
+    degenerate ones left out (name -> why)."""
+    of_test = [n for n in concepts.get("schemes") or {} if n.startswith(prefix)]
+    schemes, left = sound_schemes(concepts, prefix)
+    degenerate = {n: why for n, why in left.items() if why != "it gives back the input itself"}
+    if concepts.get("schemes") and not of_test:
+        reason = f"no {test} scheme in this run"
+    elif of_test and len(left) == len(of_test) and not degenerate:
+        reason = f"every {test} scheme in this run gives back the input itself"
+    elif not schemes and len(left) < len(of_test):
+        reason = "the baseline answered no item right, so no score can be normalised by it"
+    return schemes, reason, degenerate
+
+
+def _concept_claim(concepts: dict[str, Any], test: str, prefix: str, reason: str) -> Claim:
+    """Test 1 (pyramidal) or Test 2 (similarity): its best sound scheme against the model's
+    own baseline, guarded by chance, the no-context control and degenerate schemes."""
+    headline = concepts.get("headline", "normalised_vs_acc")
+    schemes, reason, degenerate = _concept_schemes(concepts, test, prefix, reason)
+    best = best_scheme(concepts, prefix)
+    score = None if best is None else schemes[best][headline]
+    ci = (None, None) if best is None else schemes[best].get(f"{headline}_ci") or (None, None)
+    lo, hi = ci[0], ci[1]
+    base = concepts.get("baseline") or {}
+    acc, acc_low = base.get("acc"), (base.get("acc_ci") or (None, None))[0]
+    none_acc = (base.get("no_context") or {}).get("acc")
+    ratio = None if none_acc is None or not acc else none_acc / acc
+    left = f"; {len(degenerate)} degenerate scheme(s) left out" if degenerate else ""
+    claim = Claim(
+        f"singh.concepts_{test}",
+        f"Concept vectors can stand in for the text they summarise ({test} test)",
+        SINGH,
+        f"best {test} scheme's accuracy >= 1.0 x the model's own baseline accuracy; "
+        "schemes that give back the input exactly or are flagged degenerate are left out",
+        "–"
+        if best is None
+        else f"{text(score, '.2f', low=lo, high=hi)} of baseline ({best}){left}",
+        "",
+        score,
+        lo,
+        hi,
+        threshold=1.0,
+        interval="paired bootstrap over items, 1000 draws (the best of several schemes: the "
+        "interval does not account for the choice)",
+        scope="decoder-only and encoder-decoder models on a multiple-choice task (the paper: "
+        "11 decoder-only and 3 encoder-decoder models on HellaSwag)",
+        threshold_source="the paper: a normalised score of 1.0 if the property held "
+        "(section 5.1.1)",
+    )
+    if best is None and degenerate:
+        name, what = next(iter(degenerate.items()))
+        why = (
+            f"every {test} scheme of this run that does not give back its input is "
+            f"degenerate ({name}: {what}): none can decide the claim"
+        )
+        return replace(claim, verdict="inconclusive", why=why, guard="degenerate")
+    fired = [guards.chance(acc, acc_low, base.get("chance")), guards.no_context(ratio, lo, hi)]
+    return judge(claim, True, reason, fired)
+
+
+def concept_claims(metrics: dict[str, Any], model: dict[str, Any]) -> list[Claim]:
+    concepts = metrics.get("concepts") or {}
+    reason = concepts.get("unsupported", "no concept tests in this run")
+    found = [
+        _concept_claim(concepts, "pyramidal", "P:", reason),
+        _concept_claim(concepts, "similarity", "S:", reason),
+    ]
+    if model.get("is_encoder"):
+        outside = f"not applicable: {SINGH_KINDS}"
+        return [replace(c, verdict=outside, why="", guard="") for c in found]
+    return found

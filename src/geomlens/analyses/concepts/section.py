@@ -1,0 +1,83 @@
+"""The concept-space section (Singh): schemes against the model's own baseline."""
+
+from __future__ import annotations
+
+from geomlens.analyses.concepts.claims import best_scheme, sound_schemes
+from geomlens.io.runfolder import Run
+from geomlens.reporting import interactive as plots
+from geomlens.reporting.html import number, paper, plot, readings, table
+from geomlens.reporting.section import Section
+
+
+def concepts_section(run: Run) -> str:
+    c, folder = run.metrics.get("concepts"), run.path
+    if not c:
+        return readings(["Not computed in this run."])
+    if "unsupported" in c:
+        return readings([f"Not computed: {c['unsupported']}"])
+    base, headline = c["baseline"], c.get("headline", "normalised_vs_acc")
+    lines = [
+        f"Baseline on {base['n']} items of {c['task']['name']} ({c['shots']}-shot): acc "
+        f"{base['acc']:.3f}, acc_norm {base['acc_norm']:.3f}, acc_bytes {base['acc_bytes']:.3f} "
+        f"(chance {base['chance']:.3f}).",
+        f"Scores are normalised by the baseline's acc (summed log-likelihood): {headline}.",
+    ]
+    ranking = c.get("ranking") or []
+    schemes = c.get("schemes") or {}
+    if name := best_scheme(c):  # the one the claims name: no input echo, nothing degenerate
+        best = schemes[name]
+        lines.append(
+            f"The best scheme, {name}, reaches {number(best.get(headline))} of the "
+            f"baseline (accuracy {best['acc']:.3f})."
+        )
+    _, left_out = sound_schemes(c)  # shown, but never read as the finding
+    rows = []
+    for name in ranking:
+        s = schemes[name]
+        low, high = s.get(f"{headline}_ci") or (None, None)
+        note = f"not a candidate: {left_out[name]}" if name in left_out else ""
+        rows.append(
+            [name, s["acc"], s.get(headline), low, high, s.get("normalised_vs_acc_norm"), note]
+        )
+    parts = [
+        paper(
+            "singh",
+            "Concept-space tests: does a vector composed from the context score the choices "
+            "as well as the model's own next-token readout?",
+        ),
+        readings(lines),
+    ]
+    if rows:
+        parts.append(
+            plot(
+                plots.bars(
+                    [r[0] for r in rows],
+                    [r[2] for r in rows],
+                    "Accuracy over the baseline's",
+                    "normalised accuracy",
+                    errors=[(r[3] or 0.0, r[4] or 0.0) for r in rows],
+                ),
+                "plot-concepts",
+                "Concept schemes: accuracy over the model's baseline accuracy, 95% intervals",
+                "one bar per scheme in the ranking's order: 1.0 is the baseline's accuracy, and "
+                "a bar whose interval holds 1.0 is not told apart from it by these items.",
+            )
+        )
+        header = ["scheme", "acc", "normalised", "95% low", "95% high", "vs acc_norm", "note"]
+        keys = [None, "acc", "normalised", None, None, "normalised_vs_acc_norm", None]
+        caption = "Schemes in the ranking's order (the best scheme is the best candidate)"
+        parts.append(table(header, rows, caption, keys=keys))
+    parts.append(SECTION.static_figures(folder, ("concepts_",)))
+    return "".join(parts)
+
+
+SECTION = Section(
+    "concepts",
+    "Concept-space tests",
+    concepts_section,
+    present=lambda run: "concepts" in run.metrics,
+    captions={
+        "concepts_schemes": "Concept-space schemes against the model's baseline",
+    },
+    interactive=("concepts_schemes",),
+)

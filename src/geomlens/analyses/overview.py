@@ -1,0 +1,164 @@
+"""The sections every report has: the summary, the papers' claims, and the run itself."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from geomlens.analyses.decomposition.schema import run_published
+from geomlens.analyses.decomposition.section import decomposition_readings
+from geomlens.io.runfolder import Run
+from geomlens.reporting.claims import counted, text
+from geomlens.reporting.html import escape, readings, table
+from geomlens.reporting.section import Section
+
+
+def summary_section(run: Run) -> str:
+    m, manifest = run.metrics, run.manifest
+    config, model = manifest["config"], manifest.get("model", {})
+    lines = [
+        f"{model.get('name', config['model'])} ({model.get('family', '?')}, "
+        f"{model.get('n_layers', '?')} layers, d = {model.get('d_model', '?')}) on the "
+        f"{config['corpus']} corpus, {config['contexts']} windows of {config['length']} tokens.",
+    ]
+    lines += decomposition_readings(m)[:2]
+    count = counted(m.get("claims", []))
+    lines.append(
+        f"{count['reproduced']} of the {count['claims']} claims measured here are reproduced"
+        + (
+            f", {count['inconclusive']} inconclusive (a guard fired or the 95% interval holds "
+            "the threshold)"
+            if count["inconclusive"]
+            else ""
+        )
+        + (
+            f"; {count['not applicable']} do not apply to this model"
+            if count["not applicable"]
+            else ""
+        )
+        + (
+            f"; {len(count['apart'])} variants and identity checks are listed apart"
+            if count["apart"]
+            else ""
+        )
+        + " (see Claims)."
+    )
+    seconds = (manifest.get("timing") or {}).get("wall_seconds")
+    if seconds is not None:
+        lines.append(f"The run took {seconds / 60:.1f} minutes.")
+    return readings(lines)
+
+
+VERDICT_CSS = {"reproduced": "verdict-reproduced", "inconclusive": "verdict-unsure"}
+
+
+def claims_section(run: Run) -> str:
+    rows = []
+    found = run.metrics.get("claims", [])  # (the page computes those of older runs)
+    methods = list(dict.fromkeys(c["interval"] for c in found))  # each said once, numbered
+    for c in found:
+        css = VERDICT_CSS.get(c["verdict"], "verdict-not")
+        if c["verdict"].startswith(("not applicable", "not measured")):
+            css = ""
+        verdict = escape(c["verdict"])
+        if c.get("why"):
+            verdict += f'<br><span class="note">{escape(c["why"])}</span>'
+        if c.get("kind", "claim") != "claim":
+            verdict += f'<br><span class="note">({escape(c["kind"])}, not counted)</span>'
+        value = f"{escape(c['value'])}<sup>{methods.index(c['interval']) + 1}</sup>"
+        if c.get("published"):
+            value += f'<br><span class="note">published: {escape(c["published"])}</span>'
+        rows.append(
+            f"<tr><td>{escape(c['claim'])}</td><td>{escape(c['paper'])}</td>"
+            f'<td class="{css}">{verdict}</td><td>{value}</td>'
+            f"<td>{escape(c['rule'])}</td></tr>"
+        )
+    head = "".join(
+        f"<th>{h}</th>" for h in ("claim", "paper", "this model", "number [95% interval]", "rule")
+    )
+    intervals = "; ".join(f"<sup>{i}</sup> {escape(m)}" for i, m in enumerate(methods, 1))
+    note = (
+        '<p class="note">Position/context claims read the view with position 0 left out '
+        "(the original authors' default) and the positional estimate with its sampling "
+        "noise removed; medians are over layers. A claim is inconclusive when a guard fires "
+        "(too much noise, a baseline at chance, nothing to compare, ...) or its 95% interval "
+        "holds the threshold, and says which; a claim its paper did not make about this kind "
+        "of model is not applicable. Variants and identity checks are not counted in the "
+        "summary. docs/claims.md lists every claim's scope, rule, guards and threshold.</p>"
+    )
+    body = "".join(rows)
+    published = published_tables(run_published(run.metrics, run.manifest))
+    return (
+        f'{note}<table class="numbers claims"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{body}</tbody></table>"
+        f'<p class="note">How each interval is drawn: {intervals}.</p>{published}'
+    )
+
+
+def published_tables(published: dict[str, Any] | None) -> str:
+    """The paper's per-layer numbers for this run's model beside the run's ("" when the
+    paper gives none for it): one table per quantity, a row per layer."""
+    if not published:
+        return ""
+    out = (
+        f"<h3>Published numbers for {escape(published['model'])}</h3>"
+        f'<p class="note">{escape(published["source"])}. Their setup: '
+        f"{escape(published['setup'])}. This run's numbers leave position 0 out, as theirs "
+        "do; other windows and corpora make them comparable in kind, not digit for digit.</p>"
+    )
+    for q in published["quantities"]:
+        corpora = list(q["published"])
+        ours = q["ours"]
+        rows = [
+            [layer, value, *(q["published"][c]["layers"].get(layer) for c in corpora)]
+            for layer, value in ours["layers"].items()
+        ]
+        rows.append(
+            [
+                "median",
+                text(ours["median"], "g", low=ours["low"], high=ours["high"]),
+                *(q["published"][c]["median"] for c in corpora),
+            ]
+        )
+        out += table(["layer", "this run", *corpora], rows, q["name"])
+    return out
+
+
+def duration(seconds: float | None) -> str | None:
+    """Seconds as a person reads them: "42 s", "12.5 min", "1 h 09 min"."""
+    if seconds is None:
+        return None
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f} min"
+    hours, minutes = divmod(round(seconds / 60), 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+def run_section(run: Run) -> str:
+    manifest = run.manifest
+    model = manifest.get("model", {})
+    rows = [
+        ["command", manifest.get("command")],
+        ["model", model.get("name") or manifest["config"].get("model")],
+        ["model source", model.get("source")],
+        ["corpus", manifest["config"].get("corpus")],
+        ["windows", f"{manifest['config']['contexts']} x {manifest['config']['length']}"],
+        ["seed", manifest["config"].get("seed")],
+        ["device", manifest.get("device")],
+        ["time taken", duration((manifest.get("timing") or {}).get("wall_seconds"))],
+        ["capture tokens/s", (manifest.get("timing") or {}).get("tokens_per_s")],
+    ]
+    versions = [[k, v] for k, v in sorted((manifest.get("versions") or {}).items())]
+    config = json.dumps(manifest["config"], indent=1, sort_keys=True)
+    return (
+        table(["", ""], rows, "Manifest")
+        + table(["package", "version"], versions, "Versions")
+        + f"<details><summary>Full config</summary><pre>{escape(config)}</pre></details>"
+    )
+
+
+SUMMARY = Section("summary", "Summary", summary_section)
+CLAIMS = Section("claims", "Claims", claims_section)
+RUN = Section("run", "Run", run_section)

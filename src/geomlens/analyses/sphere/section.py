@@ -1,0 +1,209 @@
+"""The layer norm and hypersphere section (Molina): identity, orientation, tokens, heads,
+FFN sub-updates, logit lens."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from geomlens.analyses.common.readout import untrained_readout
+from geomlens.io.runfolder import Run
+from geomlens.reporting.html import number, paper, readings, table
+from geomlens.reporting.section import Section
+
+NORM_READING = {
+    "layernorm": "LayerNorm: projection onto the hyperplane orthogonal to the all-ones vector "
+    "(centring), then scaling onto the sphere of radius sqrt(d)",
+    "rmsnorm": "RMSNorm: no centring, only scaling onto the sphere of radius sqrt(d) (so "
+    "the hidden states keep their component along the all-ones vector)",
+}
+"""What each norm kind does to a vector before its gain, in words."""
+
+
+def token_rank_reading(ranks: dict[str, Any]) -> str:
+    """The gamma/beta reading of the top tokens, or why there is nothing to compare."""
+    affine, plain = ranks.get("affine"), ranks.get("plain")
+    if affine is None or plain is None:
+        return "The top tokens' corpus frequency was not measured."
+    if affine == plain:
+        return (
+            "Removing the final gamma/beta does not change the top tokens' mean corpus-"
+            f"frequency rank ({number(affine)}): nothing here to compare."
+        )
+    return (
+        "Top tokens by readout score have mean corpus-frequency rank (1 = most frequent "
+        f"token) {number(affine)} with the final gamma/beta and {number(plain)} without "
+        f"(vocabulary mean {number(ranks.get('vocab_mean'))})."
+    )
+
+
+def ffn_part(folder: Path, ffn: dict[str, Any] | None) -> str:
+    """The FFN sub-updates: each probed layer's strongest value rows and the tokens they
+    promote, and the rows that push the prompt's prediction most."""
+    if not ffn:
+        return ""
+    strongest = ffn.get("strongest") or {}
+    rows = [
+        [layer, r.get("row"), r.get("norm"), ", ".join(map(str, r.get("promoted") or []))]
+        for layer, found in sorted(strongest.items(), key=lambda kv: int(kv[0]))
+        for r in found
+    ]
+    parts = [
+        table(
+            ["layer", "FFN row", "norm", "tokens it promotes"],
+            rows,
+            "FFN sub-updates: the value rows of largest norm and the tokens they raise most",
+        )
+    ]
+    prompt = ffn.get("prompt") or {}
+    top = prompt.get("top") or []
+    if top:
+        parts.append(
+            table(
+                ["layer", "FFN row", "activation", "push on the target", "tokens it promotes"],
+                [
+                    [
+                        r.get("layer"),
+                        r.get("row"),
+                        r.get("coef"),
+                        r.get("contribution"),
+                        ", ".join(map(str, r.get("promoted") or [])),
+                    ]
+                    for r in top[:10]
+                ],
+                f"The sub-updates that push the prompt's prediction {prompt.get('target')!r} "
+                f"most ({prompt.get('attribution', '')})",
+            )
+        )
+    return "".join(parts)
+
+
+def head_probe_part(folder: Path, heads: dict[str, Any] | None, per_head: int = 3) -> str:
+    """The heads probed with common nouns: for the heads that match a noun to itself most
+    often, a few nouns with their nearest keys (among the nouns and the vocabulary) and the
+    tokens W_VO writes for them."""
+    path = folder / "sphere_heads.json"
+    if not heads or not path.exists():
+        return ""
+    probes = json.loads(path.read_text(encoding="utf-8"))
+    ranked = sorted(heads.get("heads") or [], key=lambda h: -(h.get("self_fraction") or 0.0))
+    rows = []
+    for h in ranked[:4]:
+        found = [
+            x
+            for x in (probes.get("layers") or {}).get(str(h["layer"]), [])
+            if x["head"] == h["head"]
+        ]
+        for probe in (found[0]["probes"] if found else [])[:per_head]:
+            rows.append(
+                [
+                    h["layer"],
+                    h["head"],
+                    h.get("self_fraction"),
+                    probe["noun"],
+                    ", ".join(probe.get("keys_nouns") or []),
+                    ", ".join(probe.get("keys_vocab") or []),
+                    ", ".join(probe.get("vo_tokens") or []),
+                ]
+            )
+    if not rows:
+        return ""
+    return table(
+        [
+            "layer",
+            "head",
+            "self_fraction",
+            "noun",
+            "keys among nouns",
+            "keys in vocabulary",
+            "W_VO",
+        ],
+        rows,
+        "Heads probed with common nouns (the heads that match a noun to itself most often): "
+        "the keys each noun's query picks first, and the tokens W_VO writes for it",
+        keys=["layer", "head", "self_fraction", None, None, None, None],
+    )
+
+
+def sphere_section(run: Run) -> str:
+    s, folder = run.metrics.get("sphere"), run.path
+    if not s:
+        return readings(["Not computed in this run."])
+    identity, ranks = s["identity"], s["top_tokens"]["mean_freq_rank"]
+    traj = s["trajectory"]
+    kind = s.get("norm_kind", "layernorm")
+    does = NORM_READING.get(kind, f"{kind}")
+    lines = [
+        f"Every norm of this model is {does}, up to a relative error of "
+        f"{identity['max_rel_err']:.1e} against that construction.",
+        token_rank_reading(ranks),
+        f"The prompt {s['prompt']!r} is read as {traj['prediction']!r} at the last layer.",
+    ]
+    top = s["top_tokens"]
+    token_rows = [
+        [i + 1, a, b, c]
+        for i, (a, b, c) in enumerate(
+            zip(top["norm"]["top"], top["plain"]["top"], top["affine"]["top"], strict=False)
+        )
+    ]
+    lens_rows = [
+        [layer, " | ".join(map(str, t5[-1] if t5 and isinstance(t5[0], list) else t5))]
+        for layer, t5 in zip(traj["layers"], traj["top5"], strict=False)
+    ]
+    return "".join(
+        [
+            paper(
+                "molina",
+                "Layer norm read as a projection onto a sphere; the tokens each direction "
+                "reads out; heads probed with common nouns; FFN sub-updates; the logit lens.",
+            ),
+            untrained_readout(run.metrics),
+            readings(lines),
+            table(
+                ["#", "by norm", "readout, no gamma/beta", "readout with gamma/beta"],
+                token_rows,
+                "Top tokens",
+            ),
+            table(["layer", "top-5 tokens of the last position"], lens_rows, "Logit lens"),
+            head_probe_part(folder, s.get("heads")),
+            ffn_part(folder, s.get("ffn")),
+            SECTION.saved_plot(folder, "sphere_trajectory", "plot-trajectory"),
+            SECTION.static_figures(folder, ("sphere_",)),
+        ]
+    )
+
+
+HOW = {
+    "sphere_radius": "each box is one norm's input lengths over the windows; the line is "
+    "sqrt(d), the radius every output is scaled to before its gain.",
+    "sphere_cosines": "cosine between a vector before and after the embedding norm: near 1 "
+    "means the norm keeps the direction and only rescales.",
+    "sphere_top_tokens": "the tokens whose readout scores are highest, with and without the "
+    "final gamma/beta: frequent tokens rising with gamma/beta is the paper's reading.",
+    "sphere_heads": "one cell per layer and head: the share of nouns whose query picks the "
+    "noun itself as the top key among the nouns.",
+    "sphere_lens": "the top token at each layer for each prompt position: the prediction "
+    "settling in later layers is iterative refinement.",
+    "sphere_trajectory": "the last token's hidden state at each layer (line) among the token "
+    "embeddings (points), on a 3-D UMAP map; distances on a UMAP map are only roughly kept.",
+}
+"""A line under each figure of the section saying how to read it."""
+
+
+SECTION = Section(
+    "sphere",
+    "Layer norm and the sphere",
+    sphere_section,
+    present=lambda run: "sphere" in run.metrics,
+    captions={
+        "sphere_radius": "Norms of the hidden states entering each layer norm",
+        "sphere_cosines": "Orientation kept by the embedding norm",
+        "sphere_top_tokens": "Top tokens by norm and by readout score",
+        "sphere_heads": "Heads probed with normalised common nouns",
+        "sphere_lens": "Logit lens of the prompt",
+        "sphere_trajectory": "The last token's path among token embeddings (UMAP)",
+    },
+    how=HOW,
+    interactive=("sphere_trajectory",),
+)

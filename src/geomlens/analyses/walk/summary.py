@@ -1,0 +1,46 @@
+"""What the walk analyses say in brief: finishing lines, headline and plotly figures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from geomlens.analyses.walk import step as walk_stage
+from geomlens.io.runfolder import Run
+from geomlens.reporting import interactive
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
+Pairs = list[tuple[str, Any]]
+
+
+def walk_lines(run: Run) -> list[str]:
+    header = f"walk written to {run.path} (metrics.json, similarity.safetensors, figures/)"
+    return [header, *walk_stage.summary_lines(run)]
+
+
+def walk_headline(metrics: dict[str, Any]) -> Pairs:
+    """The share of heads with negative self-bias and the refactoring's error."""
+    walk = metrics.get("walk")
+    if not walk:
+        return []
+    return [
+        ("heads with negative self-bias", walk["kernels"]["negative_self_bias_fraction"]),
+        ("per-head refactoring, max relative error", walk["refactor"]["max_rel_err"]),
+    ]
+
+
+def walk_figures(walk: dict[str, Any]) -> dict[str, go.Figure]:
+    """Mean cosine similarity between positions per layer."""
+    import plotly.graph_objects as go
+
+    rows = walk["similarity"]["layers"]
+    keys = ["mean_cos", "mean_cos_adjacent", "section_contrast"]
+    present = [k for k in keys if any(k in r for r in rows)]
+    title = "Similarity between positions by layer"
+    return {"similarity_layers": go.Figure(interactive.per_layer(rows, present, title, "cosine"))}
+
+
+def walk_run_figures(folder: Path, metrics: dict[str, Any]) -> dict[str, go.Figure]:
+    return walk_figures(metrics["walk"]) if metrics.get("walk") else {}

@@ -1,0 +1,1 @@
+"""The options every command shares, declared once, and the configs made from them."""

@@ -1,0 +1,297 @@
+"""What the commands share on the command line: the capture options, declared once, and
+what is made from that declaration: the command-line flags, the Python API's defaults and
+signatures (``geomlens.api.commands``), the configs the options (or the API's keyword
+arguments of the same names) make; also the default run folder, and printing a finished
+run's summary.
+
+An option is one line of ``CaptureArguments``: its name (the API's keyword argument, and
+``--name-with-dashes`` on the command line), its type, and an ``Option`` saying which
+config it fills, its help and how its text is read. An option that fills ``CaptureConfig``
+or ``EngineConfig`` takes that config's default (written once, there); one that only the
+run reads (``out``, ``progress``, ...) writes its default in its line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TypeVar, get_args
+
+from geomlens.capturing.capture import CaptureConfig
+from geomlens.config.figure_level import FIGURE_LEVELS, FigureLevel
+from geomlens.engines import ENGINES, EngineConfig
+from geomlens.errors import seconds_option
+
+MAX_LAYERS = 1_000_000
+"""The widest --layers range read (bounds memory before any model is known)."""
+
+Dtype = Literal["float32", "bfloat16"]
+Engine = Literal["local", "ray"]
+
+
+def parse_layers(text: str) -> tuple[int, ...] | None:
+    """ "all", or a list like "0,4,8" or "0-6" (ranges inclusive)."""
+    if text == "all":
+        return None
+    layers: list[int] = []
+    try:
+        for part in text.split(","):
+            if "-" in part:
+                lo, hi = part.split("-")
+                if int(hi) - int(lo) >= MAX_LAYERS:
+                    raise argparse.ArgumentTypeError(
+                        f"--layers range {part} spans more than {MAX_LAYERS} layers; "
+                        "no model has that many."
+                    )
+                layers.extend(range(int(lo), int(hi) + 1))
+            else:
+                layers.append(int(part))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--layers takes 'all', a list like 0,4,8 or a range like 0-6 (got {text!r})"
+        ) from None
+    return tuple(layers)
+
+
+def parse_limit(text: str) -> int | None:
+    """ "all" or a positive number of items."""
+    if text == "all":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--limit takes a number or 'all' (got {text!r})"
+        ) from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"--limit must be at least 1 (got {value})")
+    return value
+
+
+@dataclass(frozen=True)
+class Option:
+    """What the declaration says of an option besides its name, type and default.
+
+    Attributes:
+        fills: the config it fills: "capture" (``CaptureConfig``), "engine"
+            (``EngineConfig``) or "run" (the command's run config: folder, progress, ...).
+        field: the config's field it fills, when not named as the option (engine's "name").
+        help: its line in ``--help``.
+        parse: reads its command-line text (argparse's ``type``); None keeps the text.
+        choices: the values the command line accepts.
+        metavar: the placeholder ``--help`` shows for its value.
+        flag: its command-line flag, when not ``--<name with dashes>``; a boolean whose
+            default is True is turned off by its flag (``--quiet``: ``progress`` False).
+        convert: makes a given value the config's (a ``Path`` its text); None is kept.
+        default: the default of a "run" option (the others take their config's).
+    """
+
+    fills: Literal["capture", "engine", "run"]
+    field: str | None = None
+    help: str | None = None
+    parse: Callable[[str], Any] | None = None
+    choices: tuple[str, ...] | None = None
+    metavar: str | None = None
+    flag: str | None = None
+    convert: Callable[[Any], Any] | None = None
+    default: Any = None
+
+
+def capture_option(parse: Callable[[str], Any] | None = None, **more: Any) -> Any:
+    """An option filling ``CaptureConfig``'s field of its name, whose default it takes."""
+    return Option("capture", parse=parse, **more)
+
+
+def engine_option(parse: Callable[[str], Any] | None = None, **more: Any) -> Any:
+    """An option filling ``EngineConfig``'s field of its name (or ``field=``), whose
+    default it takes."""
+    return Option("engine", parse=parse, **more)
+
+
+def run_option(default: Any, parse: Callable[[str], Any] | None = None, **more: Any) -> Any:
+    """An option of the run itself (not of what is captured or where), with its default."""
+    return Option("run", parse=parse, default=default, **more)
+
+
+CONFIGS: dict[str, Any] = {"capture": CaptureConfig, "engine": EngineConfig}
+"""The configs an option may fill, by ``Option.fills``."""
+
+T = TypeVar("T")
+
+
+def declared(cls: type[T]) -> type[T]:
+    """``cls``, whose attributes are ``Option``s, as a frozen dataclass: each option a field
+    with the ``Option`` as its metadata and its default resolved (a "run" option's own, or
+    the default of the config field it fills)."""
+    for name in cls.__annotations__:
+        option: Option = cls.__dict__[name]
+        default = option.default
+        if option.fills != "run":
+            fields = {f.name: f for f in dataclasses.fields(CONFIGS[option.fills])}
+            default = fields[option.field or name].default
+        setattr(cls, name, dataclasses.field(default=default, metadata={"option": option}))
+    return dataclass(frozen=True, kw_only=True)(cls)
+
+
+@declared
+class CaptureArguments:
+    """The capture options every capturing command takes, in the order of ``--help``: the
+    one declaration the flags, the API's signatures and defaults, and the split into
+    configs are made from. ``CaptureArguments()`` holds the defaults.
+
+    To add an option: one line here, and its use (a field of the config it fills)."""
+
+    model: str | Path = capture_option(help="bundled name, folder, .gguf or HF id", convert=str)
+    corpus: str | Path | Sequence[str] = capture_option(
+        help="'bbc', a folder of .txt, or a .jsonl file", convert=str
+    )
+    contexts: int = capture_option(int, help="C: number of windows")
+    length: int = capture_option(int, help="T: tokens per window")
+    layers: Sequence[int] | None = capture_option(
+        parse_layers, help="'all' (default), 0,4,8 or 0-6", convert=tuple
+    )
+    batch_size: int = capture_option(int)
+    device: str = capture_option(help="cpu or cuda")
+    dtype: Dtype = capture_option(choices=get_args(Dtype))
+    seed: int = capture_option(int)
+    offset: int = capture_option(int, help="tokens of each document to skip")
+    balance: bool = capture_option(help="balance windows across labels")
+    save_activations: bool = capture_option(help="also write an activation store")
+    out: str | Path | None = run_option(None, help="run folder (default: runs/<command>-<model>)")
+    second_moment: bool = capture_option(
+        help="also accumulate sum h h^T per layer (d x d; needed for spectral norms)"
+    )
+    progress: bool = run_option(True, flag="--quiet", help="no progress bar")
+    figures: FigureLevel = run_option(
+        "all",
+        choices=FIGURE_LEVELS,
+        help="figures drawn: all (default), interactive (no static PNGs), none (numbers only)",
+    )
+    trust_remote_code: bool = capture_option(
+        help="let a model folder run its own Python code (auto_map); off by default"
+    )
+    checkpoint_every: float = run_option(
+        30.0,
+        seconds_option,
+        metavar="SECONDS",
+        help="save resumable progress at most this often (default 30)",
+    )
+    engine: Engine = engine_option(
+        field="name",
+        choices=ENGINES,
+        help="where the capture runs: this process (default) or a Ray cluster",
+    )
+    ray_address: str | None = engine_option(
+        metavar="ADDR",
+        help="Ray cluster to join (default: RAY_ADDRESS, else a local Ray instance)",
+    )
+    workers: int | None = engine_option(int, metavar="N", help="Ray model workers (--engine ray)")
+    threads: int | None = engine_option(
+        int,
+        metavar="N",
+        help="torch threads per Ray worker (default 1), or of this process with --engine local",
+    )
+    activations_dir: str | Path | None = engine_option(
+        metavar="DIR_OR_URL",
+        help="where --save-activations writes shards: a folder or fsspec URL "
+        "(default: DIR/activations)",
+        convert=str,
+    )
+
+
+OPTIONS: dict[str, Option] = {
+    f.name: f.metadata["option"]
+    for f in dataclasses.fields(CaptureArguments)  # type: ignore[arg-type]
+}
+"""Each capture option's ``Option``, by name, in the order of ``--help``."""
+
+DEFAULTS = CaptureArguments()
+"""The capture options' defaults (SmolLM2, BBC, 128 windows of 128 tokens, ...)."""
+
+RUN_OPTIONS = tuple(name for name, option in OPTIONS.items() if option.fills == "run")
+"""The options the run config itself keeps (``CaptureRunConfig``'s fields besides its
+capture and engine configs)."""
+
+
+def option_defaults() -> dict[str, Any]:
+    """Each capture option's default, by name (the Python API's)."""
+    return {name: getattr(DEFAULTS, name) for name in OPTIONS}
+
+
+def flag_of(name: str) -> str:
+    """The command-line flag of option ``name``."""
+    return OPTIONS[name].flag or "--" + name.replace("_", "-")
+
+
+def add_capture_options(p: argparse.ArgumentParser) -> None:
+    """The capture options every computing command accepts (``CaptureArguments``): a
+    boolean is a switch (one whose default is True is turned off by its flag)."""
+    for name, option in OPTIONS.items():
+        default = getattr(DEFAULTS, name)
+        given: dict[str, Any] = {"help": option.help}
+        if isinstance(default, bool):
+            given["action"] = "store_true"
+        else:
+            given.update(
+                default=default, type=option.parse, choices=option.choices, metavar=option.metavar
+            )
+        p.add_argument(flag_of(name), **{k: v for k, v in given.items() if v is not None})
+
+
+def cli_value(args: argparse.Namespace, name: str) -> Any:
+    """The value option ``name`` takes from parsed ``args`` (a turned-off switch inverted)."""
+    value = getattr(args, flag_of(name)[2:].replace("-", "_"))
+    return not value if getattr(DEFAULTS, name) is True else value
+
+
+def capture_options(args: argparse.Namespace, *own: str) -> dict[str, Any]:
+    """The Python API's arguments that the capture options give (geomlens.api), and the
+    command's ``own`` options (same names)."""
+    return {
+        **{name: getattr(args, name) for name in own},
+        **{n: cli_value(args, n) for n in OPTIONS},
+    }
+
+
+def configs(arguments: Mapping[str, Any]) -> tuple[CaptureConfig, EngineConfig]:
+    """The capture and engine configs of a function's (already checked) arguments, as the
+    CLI makes them from its capture options."""
+    split: dict[str, dict[str, Any]] = {fills: {} for fills in CONFIGS}
+    for name, option in OPTIONS.items():
+        if option.fills in split:
+            value = arguments[name]
+            if value is not None and option.convert is not None:
+                value = option.convert(value)
+            split[option.fills][option.field or name] = value
+    return CaptureConfig(**split["capture"]), EngineConfig(**split["engine"])
+
+
+def capture_config(args: argparse.Namespace) -> CaptureConfig:
+    """The capture config the capture options of ``args`` make."""
+    return configs(capture_options(args))[0]
+
+
+def engine_config(args: argparse.Namespace) -> EngineConfig:
+    """The engine config the capture options of ``args`` make."""
+    return configs(capture_options(args))[1]
+
+
+def default_out(command: str, model: str) -> str:
+    """The run folder a command writes when none is given: ``runs/<command>-<model>``."""
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in model.strip("/"))
+    return f"runs/{command}-{safe}"
+
+
+def folder_for(command: str, out: str | Path | None, model: str | Path) -> str | Path:
+    """``out``, or the command's default run folder for ``model``."""
+    return out if out is not None else default_out(command, str(model))
+
+
+def finished(result: Any) -> int:
+    """Print what a command's run says when it finishes (``Result.summary``)."""
+    for line in result.summary():
+        print(line)
+    return 0

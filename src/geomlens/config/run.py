@@ -1,0 +1,56 @@
+"""``CaptureRunConfig``: the config every capturing command's config extends (what is
+captured, where it runs, the run folder and how the run reports itself)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+from geomlens.capturing.capture import CaptureConfig
+from geomlens.config.figure_level import FigureLevel
+from geomlens.config.options import DEFAULTS, RUN_OPTIONS, configs, folder_for
+from geomlens.engines import EngineConfig
+
+C = TypeVar("C", bound="CaptureRunConfig")
+
+
+@dataclass(frozen=True)
+class CaptureRunConfig:
+    """What ``geomlens capture`` runs; every command that captures first extends it.
+
+    Attributes:
+        capture: what is captured (model, corpus, windows, layers, device, dtype, ...).
+        engine: where the capture runs (this process, or Ray).
+        out: the run folder.
+        progress: show progress bars.
+        checkpoint_every: seconds between saves of resumable progress.
+        figures: which figures are drawn ("all", "interactive": no static PNGs, "none").
+    """
+
+    capture: CaptureConfig
+    engine: EngineConfig
+    out: str | Path
+    progress: bool = DEFAULTS.progress
+    checkpoint_every: float = DEFAULTS.checkpoint_every
+    figures: FigureLevel = DEFAULTS.figures
+
+    command: ClassVar[str] = "capture"
+    """The command, for the default run folder ``runs/<command>-<model>``."""
+
+    @classmethod
+    def of(cls: type[C], arguments: Mapping[str, Any]) -> C:
+        """The config of the Python API's keyword arguments (the command line's options
+        under the same names: ``capture_options``, then the command's own)."""
+        capture, engine = configs(arguments)
+        shared = {"capture", "engine", *RUN_OPTIONS}
+        own = {f.name: arguments[f.name] for f in dataclasses.fields(cls) if f.name not in shared}
+        return cls(
+            capture=capture,
+            engine=engine,
+            **{name: arguments[name] for name in RUN_OPTIONS if name != "out"},
+            out=folder_for(cls.command, arguments["out"], arguments["model"]),
+            **own,
+        )

@@ -1,1 +1,0 @@
-"""The sections of report.html, one module per analysis (see reporting/registry.py)."""
