@@ -396,16 +396,18 @@ def test_t5_unembedding_scale_follows_config() -> None:
 
 @pytest.mark.parametrize("name", ["gpt2", "t5", "gemma3", "smollm2", "minilm"])
 def test_embedding_feeds_block_zero(request: pytest.FixtureRequest, name: str) -> None:
-    """W_E[ids] * embedding_scale (+ W_pos) (BERT: through embedding_norm) enters block 0."""
+    """W_E[ids] * embedding_scale (+ W_pos) (BERT: through embedding_norm, W_E holding token
+    type 0) enters block 0, and so does ``block_input``."""
     v: ModelView = request.getfixturevalue(name)
     ids = _ids(v)
     ((x, _, _),) = _capture([v.blocks[0].module], lambda: _run(v, ids))
     e = v.W_E[ids] * v.embedding_scale
     if v.W_pos is not None:
         e = e + v.W_pos[: ids.shape[1]]
-    if v.family == "bert":
-        e = v.embedding_norm(e + v.base.embeddings.token_type_embeddings.weight[0])
+    if v.embedding_norm is not None:
+        e = v.embedding_norm(e)
     assert _max_diff(e, x) <= ATOL * max(1.0, float(e.abs().max()))
+    assert _max_diff(v.block_input(ids), x) <= ATOL * max(1.0, float(e.abs().max()))
 
 
 def test_family_facts(gpt2: ModelView, t5: ModelView, gemma3: ModelView) -> None:

@@ -79,6 +79,17 @@ def test_an_undeclared_type_no_layout_reproduces_is_refused_in_one_line(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "'arcee' is not declared" in err[0]
     assert "reproduces its forward pass" in err[0] and "Traceback" not in err[0]
+    assert "extend the closest layout" in err[0]
+    # the Python error lists each tried layout with its first mismatch, the closest first
+    with pytest.raises(GeomlensError) as info:
+        load_model(folder)
+    message = str(info.value)
+    first = message.split("First mismatch of each: ")[1]
+    assert first.startswith(("helium (block 0: attention probabilities differ by", "glm ("))
+    assert "nemotron (the final norm: construction differs by " in first
+    assert "llama, mistral, qwen2" in first and "(ArceeMLP has no gate_proj)" in first
+    assert "gpt_neox, stablelm (ArceeConfig has no use_parallel_residual)" in first
+    assert first.index("nemotron") < first.index("llama, mistral")
 
 
 @pytest.mark.parametrize(

@@ -7,12 +7,9 @@ import os
 import shutil
 from pathlib import Path
 
-from platformdirs import user_cache_dir
+from geomlens.io.files import cache_root
 
-
-def cache_root() -> Path:
-    """``$GEOMLENS_CACHE`` if set, else the platform's user cache folder for geomlens."""
-    return Path(os.environ.get("GEOMLENS_CACHE") or user_cache_dir("geomlens"))
+__all__ = ["cache_root", "converted_dir", "file_key", "publish"]
 
 
 def file_key(paths: list[Path]) -> str:

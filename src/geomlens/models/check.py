@@ -13,7 +13,10 @@ hooks keep what each block received and returned. From the view alone, then:
   (centre for LayerNorm, scale onto the sqrt(d) sphere, gain, bias) against the norm
   module's own output on the block's input;
 - the logits (or, for a model without a language-model head, the final hidden state), and
-  an encoder-decoder's encoder output through the view's encoder final norm.
+  an encoder-decoder's encoder output through the view's encoder final norm;
+- block 0's input (hidden-state layer 0) rebuilt by ``ModelView.block_input`` from the
+  declared embedding (token table, token type, scale, positions, embedding norm,
+  factorised projection) against the input Hugging Face's block 0 received.
 
 A difference beyond float tolerance stops the load with one sentence naming the block and
 the quantity: the family's declaration does not describe this model, and every number
@@ -61,7 +64,23 @@ class LoadCheck:
 
 
 class CheckFailed(GeomlensError):
-    """The view and Hugging Face disagree (the message names block and quantity)."""
+    """The view and Hugging Face disagree (the message names block and quantity).
+
+    Attributes:
+        where: the block or part ("block 3", "the embedding"); quantity: what differed;
+        error: by how much, relative to its magnitude (inf: a different shape).
+    """
+
+    def __init__(self, message: str, where: str = "", quantity: str = "", error: float = 0.0):
+        super().__init__(message)
+        self.where, self.quantity, self.error = where, quantity, error
+
+    def short(self) -> str:
+        """The difference in a few words ("block 0: output differs by 0.41")."""
+        if self.error == float("inf"):
+            return f"{self.where}: {self.quantity} of a different shape"
+        verb = "differ" if self.quantity.endswith(("ies", "logits")) else "differs"
+        return f"{self.where}: {self.quantity} {verb} by {self.error:.2g}"
 
 
 @contextmanager
@@ -80,11 +99,16 @@ def eager_attention(view: ModelView) -> Iterator[None]:
 
 
 def probe_ids(view: ModelView, tokens: int = PROBE_TOKENS) -> torch.Tensor:
-    """[1, T] fixed pseudo-random token ids (T at most the model's context)."""
+    """[1, T] fixed pseudo-random token ids (T at most the model's context), without the
+    padding token (RoBERTa numbers positions by the tokens that are not padding)."""
     T = tokens if view.n_ctx is None else min(tokens, view.n_ctx)
     vocab = int(view.W_E.shape[0])
     g = torch.Generator().manual_seed(20240)
-    return torch.randint(0, vocab, (1, T), generator=g)
+    ids = torch.randint(0, vocab, (1, T), generator=g)
+    pad = getattr(view.config, "pad_token_id", None)
+    if isinstance(pad, int) and vocab > 1:
+        ids[ids == pad] = (pad + 1) % vocab
+    return ids
 
 
 def _first(value: Any) -> torch.Tensor:
@@ -260,7 +284,10 @@ class _Errors:
                 f"the on-load check of {self.view.name} failed at {where}: its {quantity} "
                 f"rebuilt from the {self.view.family} mapping {verb} from Hugging Face's by "
                 f"{shown} (tolerance {self.tolerance:.0g}), so the mapping does not describe "
-                "this model; use a model of a supported family or extend its mapping."
+                "this model; use a model of a supported family or extend its mapping.",
+                where,
+                quantity,
+                err,
             )
         self.worst[quantity] = max(self.worst.get(quantity, 0.0), err)
 
@@ -319,7 +346,7 @@ def check_view(view: ModelView, tokens: int = PROBE_TOKENS) -> LoadCheck:
         else:
             out = view.model(input_ids=ids, output_attentions=True, **_no_cache(view))
         with torch.inference_mode():
-            _compare(view, errors, out, calls)
+            _compare(view, errors, out, calls, ids)
     return LoadCheck(
         tokens=int(ids.shape[1]),
         blocks=len(view.blocks) + len(view.decoder_blocks),
@@ -348,9 +375,10 @@ def _no_cache(view: ModelView) -> dict[str, Any]:
     return {} if view.is_encoder else {"use_cache": False}
 
 
-def _compare(view: ModelView, errors: _Errors, out: Any, calls: Any) -> None:
+def _compare(view: ModelView, errors: _Errors, out: Any, calls: Any, ids: torch.Tensor) -> None:
     main = stack_record(view.blocks, calls)
     h = main[0][0]
+    errors("the embedding", "block-0 input", view.block_input(ids), h)
     for where, norm in (
         ("the embedding norm", view.embedding_norm),
         ("the final norm", view.final_norm),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 import sys
 import tempfile
 from dataclasses import replace
@@ -18,7 +19,11 @@ from geomlens.errors import GeomlensError
 from geomlens.io.files import check_weight_headers
 from geomlens.models.bundled import BUNDLED, BundledModel
 from geomlens.models.cache import converted_dir, file_key, publish
-from geomlens.models.check import check_view, eager_attention  # noqa: F401 (re-exported)
+from geomlens.models.check import (  # noqa: F401 (eager_attention re-exported)
+    CheckFailed,
+    check_view,
+    eager_attention,
+)
 from geomlens.models.families import UndeclaredType, family_for, layouts_for
 from geomlens.models.families.base import Family
 from geomlens.models.view import ModelView
@@ -592,9 +597,9 @@ def load_folder(
         text = " ".join(str(exc).split())
         text = text if len(text) <= 300 else text[:297] + "..."
         raise GeomlensError(f"could not read the model config in {folder}: {text}") from None
+    check_sub_configs(folder, config)  # a multimodal model named as such, not as a type
     layouts = candidate_layouts(config)  # unhandled options reported before missing weights
     family = layouts[0]
-    check_sub_configs(folder, config)
     check_config_shape(folder, config)
     check_safetensors(folder)
     check_weight_headers(folder)
@@ -664,11 +669,13 @@ def through_layouts(
     passes the on-load check, with a notice naming it; refused in one sentence when none
     does."""
     model_type = getattr(model.config, "model_type", None)
+    failed: list[tuple[str, BaseException]] = []
     for family in layouts:
         try:
             view = family.build(model, tokenizer, name, str(folder))
             check = check_view(view)
-        except (GeomlensError, *LAYOUT_ERRORS):
+        except (GeomlensError, *LAYOUT_ERRORS) as exc:
+            failed.append((family.name, exc))
             continue
         print(
             f"geomlens: model type {model_type!r} is not declared; it loads through the "
@@ -677,9 +684,39 @@ def through_layouts(
             file=sys.stderr,
         )
         return replace(view, load_check=check)
-    tried = ", ".join(f.name for f in layouts)
     raise GeomlensError(
         f"model type {model_type!r} is not declared, and none of the declared layouts that "
-        f"accept its config ({tried}) reproduces its forward pass on the on-load check; use "
-        "a model of a supported family (geomlens models --families)."
+        "accept its config reproduces its forward pass on the on-load check; extend the "
+        "closest layout into a family of its own (docs/models.md, Adding a family) or use a "
+        f"model of a supported family. First mismatch of each: {layout_mismatches(failed)}."
     )
+
+
+def layout_mismatches(failed: list[tuple[str, BaseException]]) -> str:
+    """Each tried layout with its first mismatch, the closest first: those whose view built
+    but differed on the on-load check (smallest difference first), then those whose module
+    paths, weight shapes or config options did not fit (layouts with one reason grouped)."""
+    checked = sorted(
+        ((n, e) for n, e in failed if isinstance(e, CheckFailed)),
+        key=lambda item: item[1].error,  # type: ignore[attr-defined]
+    )
+    parts = [f"{n} ({layout_mismatch(e)})" for n, e in checked]
+    grouped: dict[str, list[str]] = {}
+    for n, e in failed:
+        if not isinstance(e, CheckFailed):
+            grouped.setdefault(layout_mismatch(e), []).append(n)
+    parts += [f"{', '.join(names)} ({why})" for why, names in grouped.items()]
+    return "; ".join(parts)
+
+
+def layout_mismatch(exc: BaseException) -> str:
+    """Why a declared layout did not take a model, in a few words: the module path or
+    weight shape that did not fit, the config option it reads that the config lacks, or the
+    on-load check's first difference."""
+    if isinstance(exc, CheckFailed):
+        return exc.short()
+    text = " ".join(str(exc).split()).rstrip(".")
+    if isinstance(exc, AttributeError):  # a module path, or a config option the layout reads
+        return re.sub(r"'(\w+)' object has no attribute '(\w+)'", r"\1 has no \2", text)
+    text = text if len(text) <= 120 else text[:117] + "..."
+    return f"{type(exc).__name__}: {text}"

@@ -331,6 +331,45 @@ class AttentionView:
         return s.masked_fill(~allowed, float("-inf")).softmax(-1)
 
 
+@dataclass(frozen=True)
+class FactorisedEmbedding:
+    """An embedding narrower than the model, normalised at its own width and then projected
+    (ALBERT, ELECTRA-small): block 0 reads, for token ``i`` at position ``t``,
+
+        ``norm(tokens[i] * scale + positions[t] + token_type) @ W + b``.
+
+    The norm sits between the position and the projection, so no [vocab, d] table plus a
+    position table gives this sum; ``ModelView.block_input`` computes it exactly.
+
+    Attributes:
+        tokens: [vocab, e] the token table as stored; scale: its factor.
+        positions: [n_ctx, e] learned positions (row t = position t), or None.
+        token_type: [e] the row of token type 0 (added to every token), or None.
+        norm: the norm at width ``e``, or None.
+        W: [e, d] the projection (row convention); b: [d] its bias, or None.
+    """
+
+    tokens: torch.Tensor = field(repr=False)
+    scale: float
+    positions: torch.Tensor | None = field(repr=False)
+    token_type: torch.Tensor | None = field(repr=False)
+    norm: NormView | None
+    W: torch.Tensor = field(repr=False)
+    b: torch.Tensor | None = field(repr=False)
+
+    def __call__(self, ids: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+        """[...] token ids (and their [...] positions, or none) -> [..., d] block-0 input."""
+        x = self.tokens[ids] * self.scale if self.scale != 1.0 else self.tokens[ids]
+        if self.token_type is not None:
+            x = x + self.token_type
+        if positions is not None and self.positions is not None:
+            x = x + self.positions[positions]
+        if self.norm is not None:
+            x = self.norm(x)
+        x = x @ self.W
+        return x if self.b is None else x + self.b
+
+
 Layout = Literal["pre", "post", "parallel", "sandwich", "post-sublayer"]
 """Where a block's norms sit.
 
@@ -429,13 +468,24 @@ class ModelView:
         family: the family adapter's name (``geomlens models --families`` lists them).
         model: the full Hugging Face model; tokenizer: its tokenizer.
         base: the module whose forward produces the hidden states (no LM head).
-        W_E: [vocab, d] token embedding (as stored; ``embedding_scale`` multiplies it on input).
+        W_E: [vocab, d] each token's part of block 0's input: the token table as stored,
+            plus token type 0's row where the model adds one (BERT and its kin); for a
+            factorised embedding (``factorised``), the token's whole block-0 input without a
+            position. ``embedding_scale`` multiplies it on input.
         W_pos: [n_ctx, d] learned absolute positions (row t is position t, any table offset
-            already removed), or None.
-        W_U: [d, vocab] unembedding; tied: whether it is W_E^T. ``unembed`` adds ``b_U``,
-            the decoder-output scale and the final soft-capping where the model has them.
+            already removed), or None (also for a factorised embedding, whose positions are
+            added before its norm).
+        W_U: [d, vocab] unembedding; tied: whether it is W_E^T or the stored token table's
+            transpose (an encoder without a language-model head reads with the token
+            table as stored, which BERT's masked-LM decoder shares; with a factorised
+            embedding, with W_E^T). ``unembed`` adds ``b_U``, the decoder-output scale and
+            the final soft-capping where the model has them.
         final_norm: the norm before the unembedding (None for post-norm encoders).
         embedding_norm: a norm applied to the embedding sum before block 0 (BERT), or None.
+            Block 0 reads ``embedding_norm(W_E[i] * embedding_scale + W_pos[t])``
+            (``block_input``).
+        factorised: a narrower embedding normalised and projected before block 0 (ALBERT,
+            ELECTRA-small), or None.
         blocks: the blocks of the main stack (T5: the encoder; see ``decoder_blocks``).
         n_ctx: the largest number of positions the model accepts (None if unbounded).
         source: where the weights were read from (a folder or GGUF file).
@@ -474,7 +524,35 @@ class ModelView:
     logit_softcap: float | None = None
     encoder_final_norm: NormView | None = None
     decoder_start_token_id: int | None = None
+    factorised: FactorisedEmbedding | None = None
     load_check: Any = field(default=None, repr=False, compare=False)
+
+    def block_input(self, ids: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+        """The exact input of block 0 (hidden-state layer 0) for token ids at positions.
+
+        Args:
+            ids: [..., T] token ids.
+            positions: [T] or [..., T] position indices (0 = the first token, any table
+                offset already removed); None: 0..T-1.
+
+        Returns:
+            [..., T, d] in the weights' dtype: everything the model adds before block 0
+            (token table, token type 0, scale, learned positions, embedding norm or the
+            factorised embedding's norm and projection), checked against Hugging Face's own
+            block-0 input on every load (``models.check``).
+        """
+        ids = ids.to(self.W_E.device)
+        if positions is None:
+            positions = torch.arange(ids.shape[-1], device=ids.device)
+        positions = positions.to(ids.device)
+        if self.factorised is not None:
+            return self.factorised(ids, positions)
+        x = self.W_E[ids]
+        if self.embedding_scale != 1.0:
+            x = x * self.embedding_scale
+        if self.W_pos is not None:
+            x = x + self.W_pos[positions]
+        return x if self.embedding_norm is None else self.embedding_norm(x)
 
     def decoder_start(self) -> int:
         """The token an encoder-decoder's decoder starts from (Hugging Face's shift of the
@@ -539,8 +617,12 @@ class ModelView:
 
     @property
     def tied(self) -> bool:
-        """Whether W_U is the same storage as W_E (tied embeddings)."""
-        return self.W_U.data_ptr() == self.W_E.data_ptr()
+        """Whether W_U is the same storage as W_E or as the model's own token table (tied
+        embeddings; BERT's W_E adds token type 0 to the table its readout shares)."""
+        ptr = self.W_U.data_ptr()
+        table = getattr(self.model, "get_input_embeddings", lambda: None)()
+        stored = getattr(table, "weight", None)
+        return ptr == self.W_E.data_ptr() or (stored is not None and ptr == stored.data_ptr())
 
     @property
     def device(self) -> torch.device:
@@ -641,5 +723,9 @@ def get_path(root: nn.Module, path: str) -> Any:
     """Follow a dotted attribute path ("model.layers") from a module."""
     obj: Any = root
     for part in path.split("."):
-        obj = getattr(obj, part)
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            where = "" if obj is root else f" ({type(obj).__name__} has no {part})"
+            raise AttributeError(f"{type(root).__name__} has no {path}{where}") from None
     return obj

@@ -6,9 +6,10 @@ Every block applies the same layer group (``num_hidden_groups`` groups shared am
 of its own to hook, the view gives every block its own copy of its group's module tree
 holding the group's very parameters (no weight is copied), and tells the encoder there
 are as many groups as blocks; Hugging Face's forward is unchanged (the on-load check
-confirms it). The embedding (``embedding_size`` wide) is normalised, then projected to the
-model's width (``encoder.embedding_hidden_mapping_in``): the view's W_E is the projected
-token embedding, and there is no embedding norm at the model's width.
+confirms it). The embedding (``embedding_size`` wide: tokens, positions and token type 0)
+is normalised at that width, then projected to the model's width
+(``encoder.embedding_hidden_mapping_in``): a ``FactorisedEmbedding``, whose position-free
+output is the view's W_E; there is no embedding norm at the model's width.
 """
 
 from __future__ import annotations
@@ -62,15 +63,6 @@ def unshare_layers(model: Any) -> None:
     config.num_hidden_groups = L
 
 
-def albert_finish(model: Any, config: Any) -> dict[str, Any]:
-    base = getattr(model, "albert", model)
-    project = base.encoder.embedding_hidden_mapping_in
-    W = project.weight.detach().T  # [e, d]
-    words = base.embeddings.word_embeddings.weight.detach()
-    positions = base.embeddings.position_embeddings.weight.detach()
-    return {"W_E": words @ W + project.bias.detach(), "W_pos": positions @ W}
-
-
 def build_albert(model: Any, tokenizer: Any, name: str, source: str) -> ModelView:
     unshare_layers(model)
     return build_view(replace(ALBERT, builder=None), model, tokenizer, name, source)
@@ -81,12 +73,16 @@ ALBERT = Family(
     model_types=("albert",),
     features=("post-norm encoder", "shared layers", "factorised embedding"),
     auto_class="base",
+    handles=frozenset({"embedding_size", "num_hidden_groups"}),
     options={"inner_group_num": one_of(1), "position_embedding_type": one_of("absolute", None)},
     heads=separate_heads("query", "key", "value", "dense"),
     mlp_view=albert_mlp,
     base=("albert",),
     embed="embeddings.word_embeddings",
     pos_embed="embeddings.position_embeddings",
+    token_type="embeddings.token_type_embeddings",
+    embedding_norm="embeddings.LayerNorm",
+    embedding_projection="encoder.embedding_hidden_mapping_in",
     layers="encoder.albert_layer_groups",
     final_norm=None,
     lm_head=None,
@@ -99,6 +95,5 @@ ALBERT = Family(
     norm_kind="layernorm",
     position="learned",
     is_encoder=True,
-    finish=albert_finish,
     builder=build_albert,
 )

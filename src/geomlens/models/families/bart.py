@@ -116,6 +116,7 @@ def _bart_family(name: str, model_type: str, layout: str, features: tuple[str, .
         features=features,
         auto_class="seq2seq-lm",
         options={"add_cross_attention": falsy},
+        handles=frozenset({"scale_embedding"}),
         heads=bart_heads,
         mlp_view=opt_mlp,
         attention="self_attn",

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import torch
 from torch import nn
 
 from geomlens.models.families.rope import (
@@ -25,6 +26,7 @@ from geomlens.models.families.rope import (
 from geomlens.models.view import (
     AttentionView,
     BlockView,
+    FactorisedEmbedding,
     HeadWeights,
     Layout,
     MlpView,
@@ -36,6 +38,7 @@ from geomlens.models.view import (
     Rotary,
     get_path,
     identity_norm,
+    linear_in_out,
     norm_view,
 )
 
@@ -69,6 +72,172 @@ ROTARY_OPTIONS: dict[str, OptionCheck] = {
 """The options every Llama-like rotary family checks: a rope type transformers implements
 (the frequencies are read from the model's own rotary module). Dropout is not an option to
 check: geomlens runs every model in evaluation mode, where it does nothing."""
+
+
+GENERIC_OPTIONS: frozenset[str] = frozenset(
+    [
+        # what the checkpoint is and how it was saved or trained
+        "_name_or_path",
+        "architectures",
+        "transformers_version",
+        "model_type",
+        "dtype",
+        "torch_dtype",
+        "_attn_implementation_autoset",
+        "use_cache",
+        "return_dict",
+        "output_hidden_states",
+        "output_attentions",
+        "torchscript",
+        "tokenizer_class",
+        "prefix",
+        "finetuning_task",
+        "task_specific_params",
+        "problem_type",
+        "id2label",
+        "label2id",
+        "num_labels",
+        "chunk_size_feed_forward_default",
+        "bos_token_id",
+        "eos_token_id",
+        "pad_token_id",
+        "sep_token_id",
+        "cls_token_id",
+        "mask_token_id",
+        "unk_token_id",
+        "decoder_start_token_id",
+        "forced_bos_token_id",
+        "forced_eos_token_id",
+        "initializer_range",
+        "initializer_factor",
+        "init_std",
+        "initializer_cutoff_factor",
+        "output_router_logits",
+        "router_aux_loss_coef",
+        "router_z_loss_coef",
+        "router_jitter_noise",
+        "tie_word_embeddings",
+        "is_encoder_decoder",
+        "gradient_checkpointing",
+        # sizes and epsilons: read from the modules and weights (the on-load check runs them)
+        "vocab_size",
+        "hidden_size",
+        "intermediate_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "max_position_embeddings",
+        "n_embd",
+        "n_layer",
+        "n_head",
+        "n_positions",
+        "n_ctx",
+        "n_inner",
+        "d_model",
+        "d_ff",
+        "d_kv",
+        "dim",
+        "hidden_dim",
+        "n_heads",
+        "n_layers",
+        "num_layers",
+        "num_heads",
+        "ffn_dim",
+        "ffn_hidden_size",
+        "num_kv_heads",
+        "attention_heads",
+        "encoder_layers",
+        "decoder_layers",
+        "encoder_attention_heads",
+        "decoder_attention_heads",
+        "encoder_ffn_dim",
+        "decoder_ffn_dim",
+        "num_decoder_layers",
+        "type_vocab_size",
+        "rms_norm_eps",
+        "layer_norm_eps",
+        "layer_norm_epsilon",
+        "norm_eps",
+        "norm_epsilon",
+        # the activation's name: read by the MLP view, checked against transformers' table
+        "hidden_act",
+        "hidden_activation",
+        "activation_function",
+        "activation",
+        "dense_act_fn",
+        # heads geomlens does not load (classification, sequence summary, pooling)
+        "classifier_dropout",
+        "classifier_dropout_prob",
+        "classifier_activation",
+        "classifier_bias",
+        "classifier_pooling",
+        "summary_type",
+        "summary_use_proj",
+        "summary_activation",
+        "summary_proj_to_labels",
+        "summary_first_dropout",
+        "summary_last_dropout",
+        "seq_classif_dropout",
+        "qa_dropout",
+        "sparse_prediction",
+        "sparse_pred_ignore_index",
+        "decoder_bias",
+    ]
+)
+"""Config options every family handles whatever their value: metadata, token ids,
+initialisation and training-only settings, sizes and epsilons (read from the loaded modules,
+which the on-load check runs), activation names (checked against transformers' table) and
+heads geomlens never loads. Dropout options are handled too (``is_dropout``): every model
+runs in evaluation mode."""
+
+
+def is_dropout(option: str) -> bool:
+    """Dropout and layer-drop rates: nothing in evaluation mode."""
+    return "dropout" in option or option.endswith(("_pdrop", "layerdrop"))
+
+
+_DEFAULTS: dict[type, Any] = {}
+
+
+def class_default(config: Any) -> Any:
+    """A default instance of the config's class (None when the class needs arguments)."""
+    cls = type(config)
+    if cls not in _DEFAULTS:
+        try:
+            _DEFAULTS[cls] = cls()
+        except Exception:  # a class that cannot be built without arguments
+            _DEFAULTS[cls] = None
+    return _DEFAULTS[cls]
+
+
+def differing_options(config: Any) -> dict[str, Any]:
+    """The config's options whose value differs from its class default (penzai's check):
+    option -> value. Sub-configs (``text_config``) are compared as a whole; keys the class
+    does not define (leftovers of older checkpoints' config.json, which transformers keeps
+    but its modules never read) are not options."""
+    default = class_default(config)
+    if default is None:
+        return {}
+    missing = object()
+    out = {}
+    for key, value in config.to_dict().items():
+        if key.startswith("_") and key != "_name_or_path":
+            continue
+        mine = getattr(config, key, value)
+        theirs = getattr(default, key, missing)
+        if theirs is missing:  # not an option of this class: its modules never read it
+            continue
+        if hasattr(mine, "to_dict") or hasattr(theirs, "to_dict"):
+            mine = mine.to_dict() if hasattr(mine, "to_dict") else mine
+            theirs = theirs.to_dict() if hasattr(theirs, "to_dict") else theirs
+        try:
+            same = bool(mine == theirs)
+        except Exception:  # values that do not compare (tensors)
+            same = False
+        if not same:
+            out[key] = mine
+    return out
 
 
 @dataclass(frozen=True)
@@ -127,8 +296,13 @@ class Family:
 
     Attributes:
         name: the family name shown to users.
-        model_types: Hugging Face ``config.model_type`` values it handles.
-        options: config attribute -> check; every option that fails is listed in one error.
+        model_types: the ``model_type`` values of the Hugging Face configs it handles.
+        options: config attribute -> check of its value; every option that fails is listed
+            in one error.
+        handles: the config options this mapping handles at any value, besides
+            ``options`` and ``GENERIC_OPTIONS``. An option whose value differs from its
+            config class's default and that none of these declares is refused by name (an
+            allowlist: a checkpoint's new option is never silently ignored).
         auto_class: "causal-lm", "seq2seq-lm" or "base" (which Auto class loads it).
         features: what the adapter handles beyond the basics, in words (``geomlens models
             --families``).
@@ -140,6 +314,12 @@ class Family:
         layout, norm_kind, norm_offset (Gemma's ``1 + w``), position: see ``ModelView``.
         norm_eps: the epsilon of norm modules that fix it in their code (OLMo's).
         pos_offset: rows of the learned position table before position 0 (OPT: 2).
+        embedding_norm, token_type, embedding_projection: what the model adds before block 0
+            besides tokens, positions and the scale (paths from the base): a norm of the
+            embedding sum; a token-type table whose row 0 every token receives (BERT); a
+            linear map from a narrower embedding to the model's width, after the norm
+            (ALBERT, ELECTRA-small). The on-load check compares the view's block-0 input
+            with the model's.
         settings: (config, dims, block index, attention module) -> scale, window, soft-cap,
             rotary, q/k norm and score bias of that block.
         rotary_module: for rotary families, the path (from the base) of the model's rotary
@@ -162,6 +342,7 @@ class Family:
     auto_class: str
     features: tuple[str, ...] = ()
     options: Mapping[str, OptionCheck] = field(default_factory=dict)
+    handles: frozenset[str] = frozenset()
     heads: Callable[[Any, Dims], HeadWeights] | None = None
     mlp_view: Callable[[Any, Any, Any], MlpView] | None = None
     base: tuple[str, ...] = ("model",)
@@ -169,6 +350,8 @@ class Family:
     pos_embed: str | None = None
     pos_offset: int = 0
     embedding_norm: str | None = None
+    token_type: str | None = None
+    embedding_projection: str | None = None
     layers: str = "layers"
     final_norm: str | None = "norm"
     lm_head: str | None = "lm_head"
@@ -207,6 +390,11 @@ class Family:
                 problems.append(f"{option}={value!r} ({why})")
         if self.checks is not None:
             problems += self.checks(config)
+        for option, value in differing_options(config).items():
+            declared = option in self.options or option in self.handles
+            if not (declared or option in GENERIC_OPTIONS or is_dropout(option)):
+                shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+                problems.append(f"{option}={shown} (not declared by the mapping)")
         return problems
 
     def describe(self) -> dict[str, Any]:
@@ -341,7 +529,6 @@ def build_view(family: Family, model: Any, tokenizer: Any, name: str, source: st
     )
     W_E = get_path(base, family.embed).weight.detach()
     head = None if family.lm_head is None else getattr(model, family.lm_head, None)
-    W_U = W_E.T if head is None else head.weight.detach().T
     b_U = None if head is None or getattr(head, "bias", None) is None else head.bias.detach()
     W_pos = None
     if family.pos_embed is not None:
@@ -367,7 +554,6 @@ def build_view(family: Family, model: Any, tokenizer: Any, name: str, source: st
         n_ctx=dims.n_ctx,
         W_E=W_E,
         W_pos=W_pos,
-        W_U=W_U,
         b_U=b_U,
         final_norm=final,
         embedding_norm=None
@@ -380,7 +566,52 @@ def build_view(family: Family, model: Any, tokenizer: Any, name: str, source: st
     )
     if family.finish is not None:
         fields.update(family.finish(model, config))
+    if head is not None:
+        fields.setdefault("W_U", head.weight.detach().T)
+    elif family.embedding_projection is None:  # no head: the tied token table, as stored
+        fields.setdefault("W_U", fields["W_E"].T)
+    fields.update(embedding_fields(family, base, fields))
+    if "W_U" not in fields:  # a factorised embedding without a head: its token vectors
+        fields["W_U"] = fields["W_E"].T
     return ModelView(**fields)
+
+
+def embedding_fields(family: Family, base: Any, fields: dict[str, Any]) -> dict[str, Any]:
+    """The view's embedding fields with everything the family declares before block 0
+    folded in: token type 0's row joins ``W_E`` (divided by the scale, which multiplies
+    ``W_E`` on input); a projected embedding becomes a ``FactorisedEmbedding`` whose
+    position-free output is ``W_E``.
+
+    The readout is not changed: a tied head (BERT's masked-LM decoder) reads the token
+    table as stored, without the token type; a factorised embedding has no [d, vocab]
+    table in the model, so an encoder without a head reads with its ``W_E^T``."""
+    scale = float(fields.get("embedding_scale", 1.0))
+    token_type = None
+    if family.token_type is not None:
+        token_type = get_path(base, family.token_type).weight.detach()[0]
+    if family.embedding_projection is None:
+        if token_type is None:
+            return {}
+        return {"W_E": fields["W_E"] + token_type / scale}
+    project = get_path(base, family.embedding_projection)
+    factorised = FactorisedEmbedding(
+        tokens=fields["W_E"],
+        scale=scale,
+        positions=fields["W_pos"],
+        token_type=token_type,
+        norm=fields["embedding_norm"],
+        W=linear_in_out(project),
+        b=None if project.bias is None else project.bias.detach(),
+    )
+    with torch.no_grad():
+        tokens = factorised(torch.arange(fields["W_E"].shape[0], device=fields["W_E"].device))
+    return {
+        "W_E": tokens.clone(),
+        "W_pos": None,
+        "embedding_norm": None,
+        "embedding_scale": 1.0,
+        "factorised": factorised,
+    }
 
 
 def rotary_source(family: Family, base: Any) -> Any:

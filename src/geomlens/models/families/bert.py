@@ -4,9 +4,10 @@ positions.
 ``BertAttention`` holds the self-attention and its output projection, residual and norm, so
 the block's ``attention`` returns ``LayerNorm(h + attention)``. RoBERTa's position table
 starts after its padding index: row ``pad + 1`` is position 0; XLM-RoBERTa, CamemBERT and
-data2vec-text are RoBERTa's modules under other names. ELECTRA is BERT's, with its
-embedding projected to the model's width where ``embedding_size`` differs
-(``embeddings_project``): the view's W_E is then the projected token embedding.
+data2vec-text are RoBERTa's modules under other names. Every token receives token type 0's
+row, which the view's W_E includes. ELECTRA is BERT's, with its normalised embedding
+projected to the model's width where ``embedding_size`` differs (``embeddings_project``): a
+``FactorisedEmbedding``, whose position-free output is the view's W_E.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ BERT = Family(
     embed="embeddings.word_embeddings",
     pos_embed="embeddings.position_embeddings",
     embedding_norm="embeddings.LayerNorm",
+    token_type="embeddings.token_type_embeddings",
     layers="encoder.layer",
     final_norm=None,
     lm_head=None,
@@ -102,22 +104,12 @@ CAMEMBERT = roberta_copy("camembert", "camembert", "roberta")
 DATA2VEC_TEXT = roberta_copy("data2vec-text", "data2vec-text", "data2vec_text")
 
 
-def projected_embedding(model: Any, config: Any) -> dict[str, Any]:
-    """ELECTRA's token and position embeddings carried to the model's width by
-    ``embeddings_project`` (when ``embedding_size`` differs from ``hidden_size``)."""
-    base = getattr(model, "electra", model)
-    project = getattr(base, "embeddings_project", None)
-    if project is None:
-        return {}
-    W = project.weight.detach().T  # [e, d]
-    words = base.embeddings.word_embeddings.weight.detach()
-    positions = base.embeddings.position_embeddings.weight.detach()
-    return {"W_E": words @ W + project.bias.detach(), "W_pos": positions @ W}
-
-
 def electra_variant(config: Any) -> dict[str, Any]:
-    """Without a projection the embedding norm feeds block 0; with one it is narrower."""
-    return {"embedding_norm": None} if config.embedding_size != config.hidden_size else {}
+    """An embedding narrower than the model is normalised, then projected
+    (``embeddings_project``, present only then)."""
+    if config.embedding_size == config.hidden_size:
+        return {}
+    return {"embedding_projection": "embeddings_project"}
 
 
 ELECTRA = with_options(
@@ -126,6 +118,6 @@ ELECTRA = with_options(
     model_types=("electra",),
     features=("post-norm encoder", "projected embedding"),
     base=("electra",),
-    finish=projected_embedding,
+    handles=frozenset({"embedding_size"}),
     variant=electra_variant,
 )

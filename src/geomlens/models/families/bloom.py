@@ -46,6 +46,7 @@ BLOOM = Family(
     model_types=("bloom",),
     features=("fused QKV", "embedding norm"),
     auto_class="causal-lm",
+    handles=frozenset({"pretraining_tp", "slow_but_exact"}),
     options={"apply_residual_connection_post_layernorm": falsy},
     heads=fused_heads("query_key_value", "dense", "per-head"),
     mlp_view=dense_mlp("dense_h_to_4h", "dense_4h_to_h", activation="gelu_new"),

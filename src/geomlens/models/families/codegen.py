@@ -17,6 +17,7 @@ CODEGEN = Family(
     model_types=("codegen",),
     features=("sharded fused QKV", "interleaved partial rotary", "shared norm", "head bias"),
     auto_class="causal-lm",
+    handles=frozenset({"rotary_dim"}),
     options={"rope_parameters": default_rope_only, "rope_scaling": default_rope_only},
     heads=fused_heads("qkv_proj", "out_proj", "codegen"),
     mlp_view=dense_mlp("fc_in", "fc_out"),

@@ -41,6 +41,7 @@ COHERE = Family(
     model_types=("cohere",),
     features=("parallel blocks", "interleaved rotary", "q/k norms option", "logit scale"),
     auto_class="causal-lm",
+    handles=frozenset({"attention_bias", "logit_scale", "use_qk_norm"}),
     options={**ROTARY_OPTIONS},
     heads=separate_heads(),
     mlp_view=gated_mlp(),

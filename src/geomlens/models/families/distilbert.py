@@ -23,6 +23,7 @@ DISTILBERT = Family(
     model_types=("distilbert",),
     features=("post-norm encoder", "sinusoidal option"),
     auto_class="base",
+    handles=frozenset({"sinusoidal_pos_embds"}),
     heads=separate_heads("q_lin", "k_lin", "v_lin", "out_lin"),
     mlp_view=dense_mlp("lin1", "lin2"),
     base=("distilbert",),

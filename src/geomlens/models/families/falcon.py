@@ -63,6 +63,15 @@ FALCON = Family(
     model_types=("falcon",),
     features=("fused QKV", "multi-query", "GQA"),
     auto_class="causal-lm",
+    handles=frozenset(
+        {
+            "bias",
+            "multi_query",
+            "new_decoder_architecture",
+            "num_ln_in_parallel_attn",
+            "parallel_attn",
+        }
+    ),
     options={"alibi": falsy, "rope_parameters": known_rope, "rope_scaling": known_rope},
     mlp_view=dense_mlp("dense_h_to_4h", "dense_4h_to_h"),
     base=("transformer",),

@@ -16,6 +16,7 @@ GEMMA = Family(
     model_types=("gemma",),
     features=("GQA/multi-query", "embedding scale"),
     auto_class="causal-lm",
+    handles=frozenset({"attention_bias"}),
     options={
         **ROTARY_OPTIONS,
         "use_bidirectional_attention": falsy,

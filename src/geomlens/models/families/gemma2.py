@@ -42,6 +42,16 @@ GEMMA2 = Family(
     model_types=("gemma2",),
     features=("GQA", "sliding window", "logit soft-capping", "embedding scale"),
     auto_class="causal-lm",
+    handles=frozenset(
+        {
+            "attention_bias",
+            "attn_logit_softcapping",
+            "cache_implementation",
+            "final_logit_softcapping",
+            "query_pre_attn_scalar",
+            "sliding_window",
+        }
+    ),
     options={
         "rope_parameters": known_rope,
         "rope_scaling": known_rope,

@@ -64,6 +64,18 @@ GEMMA3 = Family(
     model_types=("gemma3_text",),
     features=("GQA", "q/k norms", "sliding window", "local/global rotary", "embedding scale"),
     auto_class="causal-lm",
+    handles=frozenset(
+        {
+            "attention_bias",
+            "attn_logit_softcapping",
+            "cache_implementation",
+            "final_logit_softcapping",
+            "query_pre_attn_scalar",
+            "rope_local_base_freq",
+            "sliding_window",
+            "sliding_window_pattern",
+        }
+    ),
     options={
         "rope_parameters": known_rope,
         "rope_scaling": known_rope,

@@ -18,6 +18,7 @@ GLM = Family(
     model_types=("glm",),
     features=("GQA", "fused gate/up", "interleaved partial rotary", "QKV biases"),
     auto_class="causal-lm",
+    handles=frozenset({"attention_bias", "partial_rotary_factor"}),
     options={**ROTARY_OPTIONS},
     heads=separate_heads(),
     mlp_view=phi3_mlp,

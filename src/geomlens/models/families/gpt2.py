@@ -26,6 +26,7 @@ GPT2 = Family(
     model_types=("gpt2",),
     features=("fused QKV",),
     auto_class="causal-lm",
+    handles=frozenset({"reorder_and_upcast_attn"}),
     options={
         # The view assumes scores scaled by 1/sqrt(d_head), the same in every layer.
         "scale_attn_weights": one_of(True),

@@ -39,6 +39,14 @@ GPT_BIGCODE = Family(
     model_types=("gpt_bigcode",),
     features=("multi-query", "fused QKV", "learned positions"),
     auto_class="causal-lm",
+    handles=frozenset(
+        {
+            "attention_softmax_in_fp32",
+            "multi_query",
+            "scale_attention_softmax_in_fp32",
+            "scale_attn_weights",
+        }
+    ),
     options={"add_cross_attention": falsy},
     mlp_view=dense_mlp("c_fc", "c_proj"),
     base=("transformer",),

@@ -2,7 +2,7 @@
 
 GPT-Neo does not scale q . k by 1/sqrt(d_head) (scale 1). Layers alternate between global
 attention and local attention over the last ``window_size`` keys, as listed in
-``config.attention_layers``. The attention module is nested (``attn.attention``).
+the config's ``attention_layers``. The attention module is nested (``attn.attention``).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ GPT_NEO = Family(
     model_types=("gpt_neo",),
     features=("unscaled scores", "local attention"),
     auto_class="causal-lm",
+    handles=frozenset({"attention_layers", "attention_types", "window_size"}),
     options={"attention_layers": known_layer_types},
     heads=separate_heads(o="out_proj"),
     mlp_view=dense_mlp("c_fc", "c_proj"),

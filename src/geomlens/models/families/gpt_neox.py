@@ -22,6 +22,15 @@ GPT_NEOX = Family(
     model_types=("gpt_neox",),
     features=("fused QKV", "partial rotary"),
     auto_class="causal-lm",
+    handles=frozenset(
+        {
+            "attention_bias",
+            "partial_rotary_factor",
+            "rotary_emb_base",
+            "rotary_pct",
+            "use_parallel_residual",
+        }
+    ),
     options={"rope_parameters": known_rope, "rope_scaling": known_rope},
     heads=fused_heads("query_key_value", "dense", "per-head"),
     mlp_view=dense_mlp("dense_h_to_4h", "dense_4h_to_h"),

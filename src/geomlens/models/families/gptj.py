@@ -16,6 +16,7 @@ GPTJ = Family(
     model_types=("gptj",),
     features=("interleaved partial rotary", "shared norm", "head bias"),
     auto_class="causal-lm",
+    handles=frozenset({"rotary_dim"}),
     options={"rope_parameters": default_rope_only, "rope_scaling": default_rope_only},
     heads=separate_heads(o="out_proj"),
     mlp_view=dense_mlp("fc_in", "fc_out"),

@@ -39,6 +39,15 @@ GRANITE = Family(
     model_types=("granite",),
     features=("GQA", "embedding/attention/residual multipliers", "logit scaling"),
     auto_class="causal-lm",
+    handles=frozenset(
+        {
+            "attention_bias",
+            "attention_multiplier",
+            "embedding_multiplier",
+            "logits_scaling",
+            "residual_multiplier",
+        }
+    ),
     options={**ROTARY_OPTIONS, "mlp_bias": falsy},
     heads=separate_heads(),
     mlp_view=gated_mlp(),
@@ -53,6 +62,7 @@ GRANITEMOE = with_options(
     model_types=("granitemoe",),
     features=("GQA", "multipliers", "MoE (router + experts)"),
     options={**ROTARY_OPTIONS},
+    handles=GRANITE.handles | {"num_local_experts", "num_experts_per_tok"},
     mlp="block_sparse_moe",
     mlp_view=mixture(router="router"),
 )

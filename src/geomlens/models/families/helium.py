@@ -10,6 +10,7 @@ HELIUM = Family(
     model_types=("helium",),
     features=("GQA", "interleaved rotary"),
     auto_class="causal-lm",
+    handles=frozenset({"attention_bias"}),
     options={**ROTARY_OPTIONS, "mlp_bias": falsy},
     heads=separate_heads(),
     mlp_view=gated_mlp(),

@@ -10,6 +10,7 @@ LLAMA = Family(
     model_types=("llama",),
     features=("GQA",),
     auto_class="causal-lm",
+    handles=frozenset({"attention_bias"}),
     options={
         "rope_parameters": known_rope,
         "rope_scaling": known_rope,

@@ -1,6 +1,6 @@
 """Mistral family: Llama blocks with one sliding window shared by every layer.
 
-``config.sliding_window`` (Mistral 7B v0.1: 4096; later versions: none) masks, in all
+The config's ``sliding_window`` (Mistral 7B v0.1: 4096; later versions: none) masks, in all
 layers alike, keys ``window`` or more positions behind the query; ``layer_types`` is not
 read by Hugging Face's Mistral, so neither is it here.
 """
@@ -18,6 +18,7 @@ MISTRAL = Family(
     model_types=("mistral",),
     features=("GQA", "sliding window"),
     auto_class="causal-lm",
+    handles=frozenset({"sliding_window"}),
     options={
         **ROTARY_OPTIONS,
     },

@@ -18,6 +18,7 @@ MIXTRAL = Family(
     model_types=("mixtral",),
     features=("GQA", "sliding window", "MoE (router + experts)"),
     auto_class="causal-lm",
+    handles=frozenset({"num_experts_per_tok", "num_local_experts", "sliding_window"}),
     options={
         **ROTARY_OPTIONS,
     },

@@ -40,6 +40,21 @@ MODERNBERT = Family(
     model_types=("modernbert",),
     features=("pre-norm encoder", "fused QKV", "GLU MLP", "local/global rotary"),
     auto_class="base",
+    handles=frozenset(
+        {
+            "attention_bias",
+            "deterministic_flash_attn",
+            "global_attn_every_n_layers",
+            "global_rope_theta",
+            "local_attention",
+            "local_rope_theta",
+            "mlp_bias",
+            "norm_bias",
+            "reference_compile",
+            "repad_logits_with_grad",
+            "sliding_window",
+        }
+    ),
     options={
         "rope_parameters": known_rope,
         "layer_types": known_layer_types,

@@ -16,6 +16,7 @@ NEMOTRON = Family(
     model_types=("nemotron",),
     features=("GQA", "LayerNorm 1 + w", "squared-ReLU MLP", "partial rotary"),
     auto_class="causal-lm",
+    handles=frozenset({"attention_bias", "mlp_bias", "partial_rotary_factor"}),
     options={**ROTARY_OPTIONS},
     heads=separate_heads(),
     mlp_view=dense_mlp("up_proj", "down_proj"),

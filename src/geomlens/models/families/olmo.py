@@ -15,6 +15,7 @@ OLMO = Family(
     model_types=("olmo",),
     features=("non-parametric LayerNorm",),
     auto_class="causal-lm",
+    handles=frozenset({"attention_bias"}),
     options={**ROTARY_OPTIONS, "clip_qkv": falsy},
     heads=separate_heads(),
     mlp_view=gated_mlp(),

@@ -17,6 +17,7 @@ OLMO2 = Family(
     model_types=("olmo2",),
     features=("GQA", "q/k norms over all heads"),
     auto_class="causal-lm",
+    handles=frozenset({"attention_bias"}),
     options={
         **ROTARY_OPTIONS,
     },

@@ -28,6 +28,7 @@ OLMO3 = with_options(
     model_types=("olmo3",),
     features=("GQA", "q/k norms over all heads", "sliding layers"),
     options={**OLMO2.options, "layer_types": known_layer_types},
+    handles=OLMO2.handles | {"sliding_window"},
     settings=olmo3_settings,
     rope_layer=rope_layer_type,
 )

@@ -41,6 +41,7 @@ OPT = Family(
     model_types=("opt",),
     features=("position offset 2",),
     auto_class="causal-lm",
+    handles=frozenset({"enable_bias", "word_embed_proj_dim"}),
     options={
         "do_layer_norm_before": one_of(True),
         "_remove_final_layer_norm": falsy,

@@ -15,6 +15,7 @@ PHI = Family(
     model_types=("phi",),
     features=("partial rotary", "shared norm", "head bias"),
     auto_class="causal-lm",
+    handles=frozenset({"partial_rotary_factor"}),
     options={"rope_parameters": known_rope, "rope_scaling": known_rope, "qk_layernorm": falsy},
     heads=separate_heads(o="dense"),
     mlp_view=dense_mlp("fc1", "fc2"),

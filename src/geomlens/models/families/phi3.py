@@ -36,6 +36,9 @@ PHI3 = Family(
     model_types=("phi3",),
     features=("fused QKV", "fused gate/up", "partial rotary", "sliding window"),
     auto_class="causal-lm",
+    handles=frozenset(
+        {"original_max_position_embeddings", "partial_rotary_factor", "sliding_window"}
+    ),
     options={
         **ROTARY_OPTIONS,
     },

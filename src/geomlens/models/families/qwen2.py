@@ -19,6 +19,7 @@ QWEN2 = Family(
     model_types=("qwen2",),
     features=("GQA", "QKV biases", "sliding layers"),
     auto_class="causal-lm",
+    handles=frozenset({"max_window_layers", "sliding_window", "use_sliding_window"}),
     options={
         **ROTARY_OPTIONS,
         "layer_types": known_layer_types,

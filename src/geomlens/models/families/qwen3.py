@@ -32,6 +32,9 @@ QWEN3 = Family(
     model_types=("qwen3",),
     features=("GQA", "per-head q/k norms", "sliding layers"),
     auto_class="causal-lm",
+    handles=frozenset(
+        {"attention_bias", "max_window_layers", "sliding_window", "use_sliding_window"}
+    ),
     options={
         **ROTARY_OPTIONS,
         "layer_types": known_layer_types,

@@ -28,6 +28,21 @@ QWEN2_MOE = Family(
     model_types=("qwen2_moe",),
     features=("GQA", "QKV biases", "MoE (router + shared expert)", "sliding layers"),
     auto_class="causal-lm",
+    handles=frozenset(
+        {
+            "decoder_sparse_step",
+            "max_window_layers",
+            "mlp_only_layers",
+            "moe_intermediate_size",
+            "norm_topk_prob",
+            "num_experts",
+            "num_experts_per_tok",
+            "qkv_bias",
+            "shared_expert_intermediate_size",
+            "sliding_window",
+            "use_sliding_window",
+        }
+    ),
     options={**ROTARY_OPTIONS, "layer_types": known_layer_types},
     heads=separate_heads(),
     mlp_view=mixture(
@@ -43,6 +58,21 @@ QWEN3_MOE = Family(
     model_types=("qwen3_moe",),
     features=("GQA", "per-head q/k norms", "MoE (router + experts)"),
     auto_class="causal-lm",
+    handles=frozenset(
+        {
+            "attention_bias",
+            "decoder_sparse_step",
+            "max_window_layers",
+            "mlp_only_layers",
+            "moe_intermediate_size",
+            "norm_topk_prob",
+            "num_experts",
+            "num_experts_per_tok",
+            "num_local_experts",
+            "sliding_window",
+            "use_sliding_window",
+        }
+    ),
     options={**ROTARY_OPTIONS, "layer_types": known_layer_types},
     heads=separate_heads(),
     mlp_view=mixture(renormalise=topk_renormalised, dense=gated_mlp()),
@@ -55,6 +85,7 @@ OLMOE = Family(
     model_types=("olmoe",),
     features=("q/k norms over all heads", "MoE (router + experts)"),
     auto_class="causal-lm",
+    handles=frozenset({"attention_bias", "norm_topk_prob", "num_experts", "num_experts_per_tok"}),
     options={**ROTARY_OPTIONS, "clip_qkv": falsy},
     heads=separate_heads(),
     mlp_view=mixture(renormalise=topk_renormalised),

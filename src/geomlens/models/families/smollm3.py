@@ -1,6 +1,6 @@
 """SmolLM3 family: Llama blocks where some layers use no positions at all (NoPE).
 
-``config.no_rope_layers[i]`` is 1 where layer i rotates queries and keys, 0 where it
+The config's ``no_rope_layers[i]`` is 1 where layer i rotates queries and keys, 0 where it
 does not (SmolLM3-3B: every fourth layer); sliding-window layers, when enabled, keep their
 module's window.
 """
@@ -23,6 +23,16 @@ SMOLLM3 = Family(
     model_types=("smollm3",),
     features=("GQA", "NoPE layers", "sliding layers"),
     auto_class="causal-lm",
+    handles=frozenset(
+        {
+            "attention_bias",
+            "max_window_layers",
+            "no_rope_layer_interval",
+            "no_rope_layers",
+            "sliding_window",
+            "use_sliding_window",
+        }
+    ),
     options={**ROTARY_OPTIONS, "layer_types": known_layer_types},
     heads=separate_heads(),
     mlp_view=gated_mlp(),

@@ -41,6 +41,9 @@ STABLELM = Family(
     model_types=("stablelm",),
     features=("partial rotary", "QKV biases", "per-head q/k LayerNorms", "parallel option"),
     auto_class="causal-lm",
+    handles=frozenset(
+        {"partial_rotary_factor", "qk_layernorm", "use_parallel_residual", "use_qkv_bias"}
+    ),
     options={**ROTARY_OPTIONS},
     heads=separate_heads(),
     mlp_view=gated_mlp(),

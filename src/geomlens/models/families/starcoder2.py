@@ -1,7 +1,7 @@
 """StarCoder 2 family: Llama-like pre-LayerNorm blocks with a dense GELU MLP and biases.
 
 ``mlp.c_fc``/``mlp.c_proj`` (with biases, as Q, K, V and O have with ``use_bias``) form a
-plain MLP; the norms are LayerNorms with bias; ``config.sliding_window``, when set, masks
+plain MLP; the norms are LayerNorms with bias; the config's ``sliding_window``, when set, masks
 every layer alike.
 """
 
@@ -15,6 +15,7 @@ STARCODER2 = Family(
     model_types=("starcoder2",),
     features=("GQA", "sliding window", "dense MLP", "biases"),
     auto_class="causal-lm",
+    handles=frozenset({"sliding_window", "use_bias"}),
     options={**ROTARY_OPTIONS},
     heads=separate_heads(),
     mlp_view=dense_mlp("c_fc", "c_proj"),

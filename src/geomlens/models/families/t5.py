@@ -222,6 +222,15 @@ T5 = Family(
     # the view reads from the modules; nothing is refused.
     auto_class="seq2seq-lm",
     options={},
+    handles=frozenset(
+        {
+            "feed_forward_proj",
+            "is_gated_act",
+            "relative_attention_num_buckets",
+            "relative_attention_max_distance",
+            "scale_decoder_outputs",
+        }
+    ),
     position="t5-relative",
     is_encoder=True,
     builder=build_t5,

@@ -28,6 +28,7 @@ XGLM = Family(
     model_types=("xglm",),
     features=("sinusoidal positions", "embedding scale"),
     auto_class="causal-lm",
+    handles=frozenset({"scale_embedding"}),
     options={"add_cross_attention": falsy},
     heads=separate_heads(o="out_proj"),
     mlp_view=opt_mlp,
