@@ -38,7 +38,7 @@ def bare_forward(view, ids: torch.Tensor, batch_size: int) -> None:
 
 def geomlens_capture(view, windows, config) -> None:
     from geomlens.capturing import capture_windows
-    from geomlens.io.runfolder import RunFolder
+    from geomlens.runs.runfolder import RunFolder
 
     with tempfile.TemporaryDirectory() as tmp:
         acc, _ = capture_windows(
@@ -84,7 +84,7 @@ def peak_memory_mib(args: argparse.Namespace, contexts: int) -> float:
         "import sys, json, resource, math, tempfile, torch\n"
         "from geomlens.capturing import CaptureConfig, capture_windows\n"
         "from geomlens.commands.capture import prepare\n"
-        "from geomlens.io.runfolder import RunFolder\n"
+        "from geomlens.runs.runfolder import RunFolder\n"
         f"c = CaptureConfig(model={args.model!r}, contexts={contexts}, length={args.length},"
         f" batch_size={args.batch_size}, device={args.device!r}, dtype={args.dtype!r})\n"
         "view, _, w = prepare(c)\n"

@@ -2,7 +2,7 @@
 
     python benchmarks/identity_hash.py [--model smollm2-135m] [--repeats 3]
 
-``geomlens.io.runfolder.model_fingerprint`` hashes the whole config, tokenizer and weight
+``geomlens.runs.runfolder.model_fingerprint`` hashes the whole config, tokenizer and weight
 files (sha256, streamed) and remembers each file's hash by size, inode and times under
 the user cache. Measured here, each the median of ``--repeats``:
 
@@ -60,8 +60,8 @@ def main() -> None:
 
     import geomlens
     from geomlens.io import files
-    from geomlens.io.runfolder import identity_files, model_fingerprint
     from geomlens.models.loading import resolve_folder
+    from geomlens.runs.runfolder import identity_files, model_fingerprint
 
     folder = resolve_folder(args.model)
     paths = identity_files(folder)

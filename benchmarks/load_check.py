@@ -25,7 +25,7 @@ from capture import timed  # the capture benchmark's timer (one copy)
 
 def capture(view, windows, config) -> None:
     from geomlens.capturing import capture_windows
-    from geomlens.io.runfolder import RunFolder
+    from geomlens.runs.runfolder import RunFolder
 
     with tempfile.TemporaryDirectory() as tmp:
         capture_windows(

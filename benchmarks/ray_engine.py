@@ -28,7 +28,7 @@ import torch
 
 def local_run(view, windows, config, threads: int) -> float:
     from geomlens.capturing import capture_windows
-    from geomlens.io.runfolder import RunFolder
+    from geomlens.runs.runfolder import RunFolder
 
     torch.set_num_threads(threads)
     with tempfile.TemporaryDirectory() as tmp:
@@ -42,7 +42,7 @@ def local_run(view, windows, config, threads: int) -> float:
 def ray_run(view, windows, config, workers: int, threads: int) -> dict[str, float]:
     from geomlens.engines import CaptureJob, EngineConfig
     from geomlens.engines.ray import capture_ray
-    from geomlens.io.runfolder import RunFolder
+    from geomlens.runs.runfolder import RunFolder
 
     engine = EngineConfig(name="ray", workers=workers, threads=threads)
     with tempfile.TemporaryDirectory() as tmp:

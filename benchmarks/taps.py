@@ -35,9 +35,9 @@ from geomlens.analyses.walk.step import KERNEL_WINDOWS
 from geomlens.capturing import CaptureConfig, capture_windows
 from geomlens.capturing.taps import Taps, fill_taps
 from geomlens.corpus import load_corpus, make_windows
-from geomlens.io.runfolder import RunFolder
 from geomlens.models import load_model
 from geomlens.pipeline.taps import tap_factory
+from geomlens.runs.runfolder import RunFolder
 
 
 def main() -> None:

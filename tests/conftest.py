@@ -1,6 +1,8 @@
-"""Shared fixtures: each real model is loaded once per test session; the BIG-bench tasks
-the concept tests read are found (or built once) before any test module is collected.
-Under pytest-xdist each worker computes on its share of the cores (see ``worker_threads``)."""
+"""Shared fixtures: each real model is loaded once per test session. Tasks come from the
+small copies in tests/data (``task_data``): nothing is downloaded or built, and tests marked
+``bigbench`` (the full tasks) are skipped unless ``GEOMLENS_DATA`` names a folder holding
+them. Under pytest-xdist each worker computes on its share of the cores (see
+``worker_threads``)."""
 
 from __future__ import annotations
 
@@ -27,9 +29,9 @@ if THREADS is not None:  # before torch is imported; subprocesses (CLI, kernels)
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ.setdefault(name, str(THREADS))
 
-import platformdirs  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from task_data import BIGBENCH, FIXTURES, NO_BIGBENCH  # noqa: E402
 from tiny_models import gemma3, gpt2, t5, t5_relu  # noqa: E402, F401 (tiny model fixtures, module-scoped)
 
 from geomlens.models import ModelView, load_model  # noqa: E402
@@ -38,30 +40,33 @@ if THREADS is not None:
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
-def task_data() -> Path:
-    """The folder holding ``bigbench/``: ``$GEOMLENS_DATA``, else ``../shared/data`` beside
-    the repository, else a cache built once from the bigbench package on PyPI (a clean
-    machine; about 5 minutes, then reused). ``NOTICE.md`` is written last, so a folder
-    without it is an interrupted build and is built again."""
-    given = os.environ.get("GEOMLENS_DATA")
-    if given:
-        return Path(given)
-    beside = Path(__file__).resolve().parents[2] / "shared" / "data"
-    if (beside / "bigbench").is_dir():
-        return beside
-    cache = Path(platformdirs.user_cache_dir("geomlens")) / "data"
-    cache.mkdir(parents=True, exist_ok=True)
-    # every test worker imports this file: one builds, the others wait for it
-    with open(cache / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (cache / "bigbench" / "NOTICE.md").is_file():
-            from geomlens.analyses.concepts.data import fetch_bigbench
-
-            fetch_bigbench(cache / "bigbench")
-    return cache
+if BIGBENCH is None:  # task names resolve to the small copies (a run's default task too)
+    os.environ["GEOMLENS_DATA"] = str(FIXTURES)
 
 
-os.environ["GEOMLENS_DATA"] = str(task_data())
+def pytest_configure(config: pytest.Config) -> None:
+    """Convert the bundled SmolLM2 (once per machine, cached) before any test runs, in the
+    main process only: on a fresh machine its one-time conversion lines would otherwise
+    land in the stderr of whichever test loads it first, and two workers would convert
+    it at once."""
+    if not hasattr(config, "workerinput"):  # the controller (or a run without xdist)
+        from geomlens.models.loading import resolve_folder
+
+        resolve_folder("smollm2-135m")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Skip a test marked ``bigbench`` where the full tasks are not found."""
+    if item.get_closest_marker("bigbench") is not None and BIGBENCH is None:
+        pytest.skip(NO_BIGBENCH)
+
+
+@pytest.fixture(scope="session")
+def bigbench_data() -> Path:
+    """The folder holding the full tasks' ``bigbench/`` (the test is skipped without it)."""
+    if BIGBENCH is None:
+        pytest.skip(NO_BIGBENCH)
+    return BIGBENCH
 
 
 @pytest.fixture(scope="session")

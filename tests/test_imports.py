@@ -64,9 +64,11 @@ COMMANDS_REFUSING_EARLY = ("walk", "report", "sphere", "decompose")
 def test_command_modules_import_no_drawing_library() -> None:
     """Importing the four command modules (in one fresh interpreter: each costs torch's
     import) loads no drawing library; a refusal before loading pays for none of them."""
-    code = "".join(f"import geomlens.commands.{c}\n" for c in COMMANDS_REFUSING_EARLY)
-    modules = imported_after(code)
-    assert {f"geomlens.commands.{c}" for c in COMMANDS_REFUSING_EARLY} <= set(modules)
+    from geomlens.commands import COMMANDS
+
+    names = [COMMANDS[c].module for c in COMMANDS_REFUSING_EARLY]
+    modules = imported_after("".join(f"import {name}\n" for name in names))
+    assert set(names) <= set(modules)
     drawing = sorted({m.split(".")[0] for m in modules} & set(DRAWING))
     assert not drawing, f"importing {', '.join(COMMANDS_REFUSING_EARLY)} imports {drawing}"
 
@@ -88,7 +90,7 @@ def test_help_lines_match_the_command_modules() -> None:
     """``geomlens --help`` lists each command's own one-line help."""
     import importlib
 
-    from geomlens.commands import HELP
+    from geomlens.commands import COMMANDS, HELP
 
     for name, line in HELP.items():
-        assert line == importlib.import_module(f"geomlens.commands.{name}").HELP
+        assert line == importlib.import_module(COMMANDS[name].module).HELP

@@ -7,10 +7,18 @@ one function per command, each returning a ``Result`` (numbers, tables, figures,
 folder): ``capture``, ``decompose``, ``sphere``, ``walk``, ``concepts``, ``report`` (see
 ``geomlens.api`` and docs/python_api.md).
 
+>>> import geomlens
+>>> view = geomlens.load_model("minilm-l6")
+>>> view.family, view.n_layers, view.d_model
+('bert', 6, 384)
+>>> acts = geomlens.activations(view, ["The cat sat.", "A dog ran."])
+>>> acts.hidden_states[0].shape  # [layers + 1, tokens, d] of the first text
+torch.Size([7, 6, 384])
+
 ``import geomlens`` loads neither torch nor transformers: each name below is imported the
 first time it is used (``LAZY``), so ``geomlens --help`` and ``geomlens models`` start at
 once. No subpackage shares a name with an API function (the capture machinery is
-``geomlens.capturing``, the concept-space tests ``geomlens.concept_space``, the report
+``geomlens.capturing``, the concept-space tests ``geomlens.analyses.concepts``, the report
 ``geomlens.reporting``), so ``geomlens.report`` is always the function.
 """
 
@@ -53,8 +61,8 @@ if TYPE_CHECKING:
     from geomlens.api.commands import capture, concepts, decompose, report, sphere, walk
     from geomlens.api.text_activations import Activations, activations
     from geomlens.corpus import load_corpus, make_windows
-    from geomlens.io.runfolder import open_run
     from geomlens.models import ModelView, load_model
+    from geomlens.runs.runfolder import open_run
 
 __all__ = [
     "Activations",

@@ -31,8 +31,8 @@ from geomlens.analyses import registry
 from geomlens.analyses.staged import Stage, Staged
 from geomlens.cli import MAX_MESSAGE, main
 from geomlens.errors import GeomlensError
-from geomlens.io.runfolder import FINGERPRINT_VERSION, LOCK_NAME, RunFolder, write_json
 from geomlens.reporting import figures
+from geomlens.runs.runfolder import FINGERPRINT_VERSION, LOCK_NAME, RunFolder, write_json
 
 # 6 windows of 16 tokens in 3 batches: every model call below takes about a second.
 CAPTURE = (
@@ -364,17 +364,17 @@ def stage(name: str, calls: list[str]):  # type: ignore[no-untyped-def]
 def test_a_stage_listed_without_its_numbers_runs_again(tmp_path, capsys):
     folder = RunFolder(tmp_path)
     calls: list[str] = []
-    stages = [stage(n, calls) for n in ("decomposition", "sphere", "walk")]
+    stages = [stage(n, calls) for n in ("decomposition", "attention", "sphere", "walk")]
     Staged(stages, progress=False)(folder, None, None, None)  # type: ignore[arg-type]
-    assert calls == ["decomposition", "sphere", "walk"]
+    assert calls == ["decomposition", "attention", "sphere", "walk"]
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     del metrics["sphere"], metrics["induction"]  # stages.json still lists every stage
     write_json(tmp_path / "metrics.json", metrics)
     calls.clear()
     capsys.readouterr()
     Staged(stages, progress=False)(folder, None, None, None)  # type: ignore[arg-type]
-    assert calls == ["decomposition", "sphere"]
-    assert "records the stages decomposition, sphere as done" in capsys.readouterr().err
+    assert calls == ["attention", "sphere"]
+    assert "records the stages attention, sphere as done" in capsys.readouterr().err
     assert set(json.loads((tmp_path / "metrics.json").read_text())) >= {"sphere", "induction"}
 
 

@@ -13,7 +13,6 @@ context and completion passages, merge_all_segments leaves one vector.
 from __future__ import annotations
 
 import math
-import os
 from importlib import resources
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import pytest
 import torch
 import transformers
 from seq2seq_models import tiny_t5
+from task_data import FIXTURES
 
 from geomlens.analyses.concepts import aggregate as agg
 from geomlens.analyses.concepts import encode
@@ -34,7 +34,7 @@ from geomlens.errors import GeomlensError
 from geomlens.models import ModelView, load_model
 from geomlens.models.loading import resolve_folder
 
-DATA = os.environ["GEOMLENS_DATA"]  # set by conftest.py (../shared/data, or a built cache)
+DATA = FIXTURES  # the small task copies in tests/data
 LAYERS = 3
 
 

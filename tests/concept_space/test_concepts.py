@@ -1,14 +1,13 @@
 """Concept-space tests: tasks, lm-eval conventions, aggregations, scores, sweeps, the CLI.
 
-Model tests use SmolLM2 on a few short BIG-bench items (the offline stand-ins in
-../shared/data, found through GEOMLENS_DATA).
+Model tests use SmolLM2 on a few short BIG-bench items (the small copies in tests/data;
+the tests marked ``bigbench`` read the full tasks where GEOMLENS_DATA names them).
 """
 
 from __future__ import annotations
 
 import io
 import json
-import os
 import tarfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -16,6 +15,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from task_data import FIXTURE_TASKS, FIXTURES
 
 from geomlens.analyses.concepts import aggregate as agg
 from geomlens.analyses.concepts.baseline import (
@@ -45,15 +45,8 @@ from geomlens.analyses.concepts.tasks import (
 from geomlens.cli import main
 from geomlens.errors import GeomlensError
 
-# The task folder: $GEOMLENS_DATA (.ci/run sets it), else ../shared/data beside the repo.
-DATA = Path(
-    os.environ.get("GEOMLENS_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"
-)
-if not (DATA / "bigbench").is_dir():
-    raise RuntimeError(
-        f"no BIG-bench tasks in {DATA}: set GEOMLENS_DATA to a folder holding bigbench/ "
-        "(geomlens data bigbench --out DIR/bigbench builds one)"
-    )
+DATA = FIXTURES
+"""The task folder: the small copies in tests/data (tests/task_data.py)."""
 
 
 @pytest.fixture(autouse=True)
@@ -100,13 +93,26 @@ def test_reads_hellaswag_jsonl_as_lm_eval_formats_it(tmp_path):
 
 
 def test_reads_bigbench_json_and_finds_tasks_by_name(step):
-    assert step.format == "bigbench" and len(step.items) == 2250
+    assert step.format == "bigbench" and len(step.items) == 16
     assert step.name == "goal_step_wikihow/step_inference"
     first = step.items[0]
     assert first.query == "The most reasonable step of 'Solve an Algebraic Expression' is"
     assert first.choices[first.gold] == "Know the order of operations" and len(first.choices) == 4
     assert load_task("social_iqa").format == "bigbench"  # found through GEOMLENS_DATA
     assert step.take(3) == list(step.items[:3])
+
+
+@pytest.mark.bigbench
+def test_the_small_copies_are_the_start_of_the_full_tasks(bigbench_data):
+    """Each task in tests/data is the first examples of its full BIG-bench task, read the
+    same way (names, formats, items)."""
+    full = load_task("step_inference", bigbench_data)
+    assert len(full.items) == 2250 and full.name == "goal_step_wikihow/step_inference"
+    for name, kept in FIXTURE_TASKS.items():
+        small, whole = load_task(name, FIXTURES), load_task(name, bigbench_data)
+        assert (small.name, small.format) == (whole.name, whole.format) == (name, "bigbench")
+        assert len(small.items) == kept < len(whole.items)
+        assert small.items == whole.items[:kept], name
 
 
 @pytest.mark.parametrize(
@@ -305,7 +311,7 @@ def test_bootstrap_interval_contains_the_estimate():
 # schemes ---------------------------------------------------------------------------------
 def test_scheme_parsing_canonical_forms_and_layers():
     s = parse_scheme("TEST=similarity,SEGMENT_SCHEME=segment_sentences,ENCODING_LAYER=middle")
-    assert s.test == "similarity" and s.out_layer == "E" and s.similarity == "cos"
+    assert s.test == "similarity" and s.out_layer == "E" and s.similarity == "dot"
     a = Scheme(segment="segment_each_block", segment_agg="mean").validate()
     b = Scheme(segment="segment_each_block", segment_agg="none").validate()
     assert a.key == b.key and a.out_layer is None
@@ -361,7 +367,7 @@ def test_sweep_resumes_from_cache_and_metrics_are_deterministic(smollm2, tmp_pat
     m = run.metrics["concepts"]
     assert m["baseline"]["n"] == 2 and set(m["schemes"]) == {
         "P:tokens|E|mean|none|none|none",
-        "S:concat_all|E|mean|none|none|none|out=E|mean|cos",
+        "S:concat_all|E|mean|none|none|none|out=E|mean|dot",
     }
     sanity = m["schemes"]["P:tokens|E|mean|none|none|none"]
     assert sanity["loglik_max_abs_diff_vs_baseline"] <= 1e-4 and sanity["normalised_vs_acc"] == 1.0

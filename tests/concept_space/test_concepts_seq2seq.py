@@ -14,13 +14,13 @@ float32 (a unit in the last place is 1.5e-5 at 173 nats), so against lm-eval the
 from __future__ import annotations
 
 import json
-import os
 from importlib import resources
 from pathlib import Path
 
 import pytest
 import torch
 from seq2seq_models import tiny_t5
+from task_data import FIXTURES
 
 from geomlens.analyses.concepts.baseline import Prepared, baseline_scores, check_decoder, prepare
 from geomlens.analyses.concepts.lmeval import score_requests
@@ -32,9 +32,7 @@ from geomlens.analyses.concepts.tasks import Task, load_task
 from geomlens.errors import GeomlensError
 from geomlens.models import ModelView, load_model
 
-DATA = Path(
-    os.environ.get("GEOMLENS_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"
-)
+DATA = FIXTURES  # the small task copies in tests/data
 TIMEDIAL = str(resources.files("geomlens") / "data" / "timedial_200.json")
 INIT = {"t5-v1_1": 0.5, "t5-v1_0": 1.0}
 TOL = 1e-5

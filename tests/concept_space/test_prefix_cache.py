@@ -8,13 +8,12 @@ random models built from a config; the sharing is checked on SmolLM2 with two sh
 
 from __future__ import annotations
 
-import os
 from importlib import resources
-from pathlib import Path
 
 import pytest
 import torch
 from seq2seq_models import tiny_t5
+from task_data import FIXTURES
 from tiny_models import VOCAB, _tiny
 
 from geomlens.analyses.concepts import baseline
@@ -37,9 +36,7 @@ from geomlens.models import ModelView, load_model
 from geomlens.models.families.llama import LLAMA
 
 TOL = 1e-5
-DATA = Path(
-    os.environ.get("GEOMLENS_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"
-)
+DATA = FIXTURES  # the small task copies in tests/data
 TIMEDIAL = str(resources.files("geomlens") / "data" / "timedial_200.json")
 
 

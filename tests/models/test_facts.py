@@ -97,8 +97,14 @@ def never_loads(monkeypatch):
     def load(*args, **kwargs):
         raise AssertionError("the model's weights were loaded")
 
-    loaders = ("commands.report", "commands.walk", "commands.sphere", "pipeline.run")
-    for module in (*loaders, "reporting.stages.concepts"):
+    loaders = (
+        "commands.report",
+        "analyses.walk.command",
+        "analyses.sphere.command",
+        "analyses.concepts.step",
+        "pipeline.run",
+    )
+    for module in loaders:
         monkeypatch.setattr(f"geomlens.{module}.load_configured", load)
 
 

@@ -110,6 +110,7 @@ def test_every_stage_runs_on_both_stacks(runs: dict[str, Path], family: str) -> 
     m = json.loads((run / "metrics.json").read_text())
     assert json.loads((run / "stages.json").read_text()) == [
         "decomposition",
+        "attention",
         "sphere",
         "walk",
         "concepts",

@@ -1,4 +1,4 @@
-"""One descriptor per analysis: the registry (``reporting/registry.py``) is what the report's
+"""One descriptor per analysis: the registry (``analyses/registry.py``) is what the report's
 stages, the commands' sections and summaries, the headline, the figures, the claims and
 the page read. A toy analysis planted in the registry alone runs as a report stage, lands
 in metrics.json and shows on report.html; the tables the registry replaced are derived
@@ -16,16 +16,16 @@ import pytest
 import transformers
 from tiny_models import small_tokenizer
 
-from geomlens.analyses import registry
+from geomlens.analyses import overview, registry
 from geomlens.analyses.attention import section as attention
+from geomlens.analyses.base import AnalysisEntry
 from geomlens.analyses.concepts import section as concepts
 from geomlens.analyses.decomposition import section as decomposition
 from geomlens.analyses.result import open_result
 from geomlens.analyses.sphere import section as sphere
 from geomlens.analyses.walk import section as walk
 from geomlens.cli import main
-from geomlens.commands import HELP
-from geomlens.reporting import overview
+from geomlens.commands import COMMANDS
 from geomlens.reporting.section import Section
 
 # The tables as they were written out before the registry (each analysis's facts, by hand).
@@ -36,7 +36,8 @@ OLD_COMMAND_SECTIONS = {
     "walk": ("capture", "walk"),
 }
 OLD_STAGE_SECTIONS = {
-    "decomposition": ("decomposition", "attention", "induction"),
+    "decomposition": ("decomposition",),
+    "attention": ("attention", "induction"),
     "sphere": ("sphere",),
     "walk": ("walk",),
     "concepts": ("concepts",),
@@ -62,6 +63,7 @@ OLD_PAGE = (
 )
 OLD_STAGES = [
     ("decomposition", "position and context"),
+    ("attention", "attention in the positional basis"),
     ("sphere", "layer norm and the hypersphere"),
     ("walk", "movement through embedding space"),
     ("concepts", "concept-space tests"),
@@ -75,22 +77,25 @@ def test_the_registry_gives_the_tables_it_replaced() -> None:
     assert registry.REGISTRY == registry.page_sections() == OLD_PAGE
     stages = [(a.name, a.title) for a in registry.report_stages(generates=True)]
     assert stages == OLD_STAGES
-    assert [(a.name, a.title) for a in registry.report_stages(generates=False)] == OLD_STAGES[:3]
+    assert [(a.name, a.title) for a in registry.report_stages(generates=False)] == OLD_STAGES[:4]
+    from geomlens.analyses.sphere.compute import NormTap
     from geomlens.analyses.sphere.step import IDENTITY_WINDOWS
+    from geomlens.analyses.walk.refactor import AttentionTap
     from geomlens.analyses.walk.step import KERNEL_WINDOWS
 
-    windows = registry.tap_windows(registry.report_stages(generates=True))
-    assert windows == {"norms": IDENTITY_WINDOWS, "attention": KERNEL_WINDOWS}
+    builds = registry.tap_builds(registry.report_stages(generates=True))
+    assert builds == {
+        "norms": (NormTap, IDENTITY_WINDOWS),
+        "attention": (AttentionTap, KERNEL_WINDOWS),
+    }
 
 
 def test_every_command_that_returns_a_result_has_its_summary() -> None:
     """A command without finishing lines would fail every run of it at the end."""
     returning = [
         name
-        for name in HELP
-        if inspect.signature(
-            getattr(import_module(f"geomlens.commands.{name}"), "run", len)
-        ).return_annotation
+        for name, command in COMMANDS.items()
+        if inspect.signature(getattr(import_module(command.module), "run", len)).return_annotation
         == "Result"
     ]
     summaries = registry.command_summaries()
@@ -99,22 +104,22 @@ def test_every_command_that_returns_a_result_has_its_summary() -> None:
     for name, lines in summaries.items():
         assert callable(lines), name
     for entry in registry.ANALYSES:  # every stage, summary and tap count is a callable
-        for ref in (entry.stage, entry.summary, *entry.taps.values()):
+        taps = [f for spec in entry.taps.values() for f in (spec.build, spec.windows)]
+        for ref in (entry.stage, entry.summary, *taps):
             assert ref is None or callable(ref), entry.name
 
 
 def test_the_claims_come_in_the_registrys_order() -> None:
-    """Each analysis's claims in turn: the position claims (with W_QK's), the sphere's, the
+    """Each analysis's claims in turn: the position claims, W_QK's, the sphere's, the
     walk's, then the concept tests', as the papers' sections go."""
-    from geomlens.reporting import claims
+    from geomlens.analyses.attention.claims import attention_claims
+    from geomlens.analyses.concepts.claims import concept_claims
+    from geomlens.analyses.decomposition.claims import position_claims
+    from geomlens.analyses.sphere.claims import sphere_claims
+    from geomlens.analyses.walk.claims import walk_claims
 
     feeds = [a.claims for a in registry.ANALYSES if a.claims is not None]
-    assert feeds == [
-        claims.position_claims,
-        claims.sphere_claims,
-        claims.walk_claims,
-        claims.concept_claims,
-    ]
+    assert feeds == [position_claims, attention_claims, sphere_claims, walk_claims, concept_claims]
 
 
 # ------------------------------------------------------------------ a planted toy analysis
@@ -130,7 +135,7 @@ def toy_stage(request: Any, step: Any) -> Any:
     return analyse
 
 
-TOY = registry.AnalysisEntry(
+TOY = AnalysisEntry(
     "toy",
     writes=("toy",),
     section=Section(

@@ -29,19 +29,21 @@ def test_report_says_what_it_is_doing_the_whole_way(report_run: Path) -> None:
     for i, title in enumerate(
         [
             "position and context",
+            "attention in the positional basis",
             "layer norm and the hypersphere",
             "movement through embedding space",
         ],
         1,
     ):
-        assert f"[{i}/3] {title} ..." in lines
-        assert any(re.fullmatch(rf"\[{i}/3\] {title}: done in \d+ s", line) for line in lines)
+        assert f"[{i}/4] {title} ..." in lines
+        assert any(re.fullmatch(rf"\[{i}/4\] {title}: done in \d+ s", line) for line in lines)
     steps = [m[1] for line in lines if (m := re.fullmatch(r"(  \w+: .+) \(\d+ s\)", line))]
     assert steps == [
+        "  decomposition: outlier windows",
         "  decomposition: both views of every layer",
         "  decomposition: intervals over contexts",
-        "  decomposition: attention in the positional basis",
-        "  decomposition: induction heads",
+        "  attention: attention in the positional basis",
+        "  attention: induction heads",
         "  sphere: norm statistics and top tokens",
         "  sphere: head probe",
         "  sphere: logit lens and FFN sub-updates",
@@ -72,6 +74,7 @@ def test_report_holds_every_analysis(report_run: Path) -> None:
         assert section in metrics
     assert json.loads((report_run / "stages.json").read_text()) == [
         "decomposition",
+        "attention",
         "sphere",
         "walk",
     ]

@@ -3,24 +3,26 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
-import pkgutil
 from pathlib import Path
 
-import geomlens.reporting.sections as sections_package
-
-from geomlens.analyses import registry
-from geomlens.io.runfolder import open_run
+from geomlens.analyses import FOLDERS, overview, registry
+from geomlens.analyses.base import AnalysisEntry
 from geomlens.reporting import page
 from geomlens.reporting.section import Section
+from geomlens.runs.runfolder import open_run
 
 
 def test_every_section_module_is_registered_once() -> None:
-    modules = [m.name for m in pkgutil.iter_modules(sections_package.__path__)]
-    declared = []
-    for name in modules:
-        module = importlib.import_module(f"geomlens.reporting.sections.{name}")
-        declared += [v for v in vars(module).values() if isinstance(v, Section)]
+    """Each folder's section module (and the shared overview) declares the sections the
+    registry lists, each once."""
+    modules = [overview]
+    for folder in FOLDERS:
+        found = importlib.util.find_spec(f"geomlens.analyses.{folder}.section")
+        if found is not None:
+            modules.append(importlib.import_module(f"geomlens.analyses.{folder}.section"))
+    declared = [v for module in modules for v in vars(module).values() if isinstance(v, Section)]
     assert {id(s) for s in declared} == {id(s) for s in registry.REGISTRY}
     anchors = [s.anchor for s in registry.REGISTRY]
     assert len(anchors) == len(set(anchors))
@@ -46,9 +48,10 @@ def test_a_registered_section_appears_on_the_page_without_touching_it(
         lambda run: f"<p>value {run.metrics['extra']['value']}</p>",
         present=lambda run: "extra" in run.metrics,
     )
-    planted = registry.AnalysisEntry("extra", section=extra)
+    planted = AnalysisEntry("extra", section=extra)
     monkeypatch.setattr(registry, "ANALYSES", (*registry.ANALYSES, planted))
-    html = page.build_page(open_run(_minimal_run(tmp_path)))
+    run = open_run(_minimal_run(tmp_path))
+    html = page.build_page(run, registry.page_sections(), registry.run_claims)
     assert '<section id="extra">' in html and "<p>value 42</p>" in html
     assert '<a href="#extra">An extra analysis</a>' in html
     # sections whose numbers the run lacks are left out

@@ -88,12 +88,14 @@ def test_a_killed_and_interrupted_report_resumes_to_the_uninterrupted_metrics(
     assert not (out / "report.html").exists()
     assert (out / "stats" / "taps.safetensors").exists()  # the sphere's and walk's inputs
     interrupted_as_the_walk_starts(out, minilm, monkeypatch)
-    assert json.loads(stages.read_text()) == ["decomposition", "sphere"]
+    assert json.loads(stages.read_text()) == ["decomposition", "attention", "sphere"]
     assert not (out / "report.html").exists()
-    kill_when_stages_are(geomlens(*ARGS, "--out", str(out)), stages, ["decomposition", "sphere"])
+    kill_when_stages_are(
+        geomlens(*ARGS, "--out", str(out)), stages, ["decomposition", "attention", "sphere"]
+    )
     assert not (out / "report.html").exists()
     run_report(CONFIG, out, view=minilm, progress=False, figures="none")
-    assert json.loads(stages.read_text()) == ["decomposition", "sphere", "walk"]
+    assert json.loads(stages.read_text()) == ["decomposition", "attention", "sphere", "walk"]
     resumed = json.loads((out / "metrics.json").read_text())
     whole = json.loads((minilm_report / "metrics.json").read_text())
     assert resumed["sphere"]["trajectory"].pop("umap") is None

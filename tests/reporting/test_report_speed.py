@@ -14,13 +14,13 @@ import pytest
 from matplotlib.figure import Figure
 
 from geomlens.analyses.staged import Stage, Staged
-from geomlens.io.runfolder import RunFolder
 from geomlens.reporting.figures import (
     deferred_rendering,
     new_figure,
     rendered_in_background,
     save_later,
 )
+from geomlens.runs.runfolder import RunFolder
 
 
 class KilledWhileDrawing(Figure):

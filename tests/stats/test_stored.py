@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from geomlens.io.runfolder import Run, RunFolder
-from geomlens.io.stored import DROPPED, RECORD, compact_stats, store_compact
 from geomlens.pipeline.run import check_stats_header
+from geomlens.runs.runfolder import Run, RunFolder
+from geomlens.runs.stored import DROPPED, RECORD, compact_stats, store_compact
 from geomlens.stats import DecompositionAccumulator
 from geomlens.stats.base import CapturedBatch
 from geomlens.stats.decomposition import GROUP_STATE, state_spec

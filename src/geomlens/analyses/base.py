@@ -18,11 +18,11 @@ from typing import Any
 from geomlens.capturing.capture import CaptureConfig
 from geomlens.corpus import Windows
 from geomlens.io.progress import Step
-from geomlens.io.runfolder import RunFolder
 from geomlens.models.view import ModelView
-from geomlens.pipeline.request import Analysis
+from geomlens.pipeline.request import Analysis, ContextRule
 from geomlens.reporting.claims import Claim
 from geomlens.reporting.section import Section
+from geomlens.runs.runfolder import RunFolder
 from geomlens.stats import DecompositionAccumulator
 
 __all__ = ["Analysis", "AnalysisEntry", "Steps", "StageFactory", "StageRequest", "TapSpec"]
@@ -97,6 +97,8 @@ class AnalysisEntry:
             metrics.json's "published" (None: none for this model).
         stacks: metrics section -> which stack of an encoder-decoder its numbers come from.
         check: refuses a capture config its command cannot analyse, before the model loads.
+        contexts_rule: when a capture grown in chunks holds contexts enough to decide its
+            claims (``--contexts auto``; ``pipeline.request.ContextRule``).
     """
 
     name: str
@@ -116,3 +118,4 @@ class AnalysisEntry:
     published: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any] | None] | None = None
     stacks: Mapping[str, str] = field(default_factory=dict)
     check: Callable[[str, CaptureConfig], None] | None = None
+    contexts_rule: ContextRule | None = None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +23,13 @@ from geomlens.analyses import FOLDERS, overview
 from geomlens.analyses.base import AnalysisEntry, StageRequest, Steps
 from geomlens.capturing.capture import CaptureConfig
 from geomlens.io.progress import Step
-from geomlens.io.runfolder import Run
 from geomlens.pipeline.request import RunRequest
 from geomlens.pipeline.taps import TapBuild
 from geomlens.reporting import page
 from geomlens.reporting.claims import Claim, with_published_scores
 from geomlens.reporting.saved_figures import saved_figures
 from geomlens.reporting.section import Section
+from geomlens.runs.runfolder import Run
 
 
 def entries(folders: tuple[str, ...] = FOLDERS) -> tuple[AnalysisEntry, ...]:
@@ -193,6 +194,10 @@ def run_request(command: str, config: CaptureConfig, out: str | Path, **fields: 
     claims decided from their numbers (``fields``: the rest of ``RunRequest``'s)."""
     analysed = command == "report" or any(a.stage is not None for a in of_command(command))
     fields.setdefault("sections", command_sections().get(command, ("capture",)))
+    auto = fields.get("auto")
+    if auto is not None and auto.rule is None:  # --contexts auto: the registered rule
+        rule = next((a.contexts_rule for a in ANALYSES if a.contexts_rule is not None), None)
+        fields["auto"] = replace(auto, rule=rule)
     return RunRequest(
         command, config, out, judge=judged if analysed else None, check=check, **fields
     )

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from geomlens.errors import GeomlensError
-from geomlens.io.runfolder import Run, open_run
+from geomlens.runs.runfolder import Run, open_run
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 def headline(metrics: dict[str, Any]) -> list[tuple[str, Any]]:
     """A few numbers that say what the run found, as (label, value) pairs: each registered
-    analysis's (``reporting/registry.py``), in order."""
+    analysis's (``analyses/registry.py``), in order."""
     from geomlens.analyses import registry
 
     return registry.headline(metrics)
@@ -213,7 +213,12 @@ def run_result(
     config: CaptureRunConfig, runner: Callable[..., Run], view: ModelView | None, **own: Any
 ) -> Result:
     """The ``Result`` of ``runner`` (``run_capture``, ``run_decompose``, ...) called on
-    ``config``, the command's ``own`` arguments and ``view``."""
+    ``config``, the command's ``own`` arguments and ``view`` (and ``auto`` with
+    ``--contexts auto``)."""
+    from geomlens.pipeline.request import AutoContexts
+
+    if config.auto_contexts:
+        own["auto"] = AutoContexts(config.budget)
     done = runner(
         config.capture,
         config.out,

@@ -1,5 +1,5 @@
 """The report's stages run in order on one capture: each registered analysis with a stage
-(``reporting/registry.py``), resumable, with its figures drawn while the next one computes.
+(``analyses/registry.py``), resumable, with its figures drawn while the next one computes.
 
 Each stage is recorded as finished in ``stages.json`` once its numbers and figures are on
 disk, so an interrupted report resumes at the first unfinished stage and the final
@@ -19,12 +19,12 @@ from geomlens.analyses import registry
 from geomlens.analyses.base import Analysis, StageRequest
 from geomlens.capturing.taps import TapsFactory
 from geomlens.corpus import Windows
-from geomlens.io import lifecycle
 from geomlens.io.progress import Step, StepLines
-from geomlens.io.runfolder import RunFolder
 from geomlens.models.view import ModelView
 from geomlens.pipeline.taps import tap_factory
 from geomlens.reporting.figures import deferred_rendering
+from geomlens.runs import lifecycle
+from geomlens.runs.runfolder import RunFolder
 from geomlens.stats import DecompositionAccumulator
 
 StageStep = Callable[[Step], Analysis]

@@ -1,20 +1,60 @@
 """The Python API: one function per command, each returning a ``Result``, and
 ``activations`` for texts in memory.
 
-    import geomlens
+Each function takes its command's options as keyword arguments and writes the same run
+folder as the command line (default ``runs/<command>-<model>`` under the working folder);
+``view`` passes a model already loaded, so several calls load it once, and ``corpus`` may
+be a list of texts. A small run on MiniLM (a few seconds each):
 
-    result = geomlens.decompose(contexts=16, length=64, layers=[0, 6, 12])
-    result.metrics["decomposition"]["layers"]  # the numbers of metrics.json
-    result.layers()  # the per-layer rows as a pandas DataFrame
-    result.figures["shares"]  # a plotly Figure
-    result.folder  # the run folder
+>>> import geomlens
+>>> view = geomlens.load_model("minilm-l6", attention="eager")  # walk reads attention
+>>> texts = [
+...     "The cat sat on the mat and watched the door until the rain stopped.",
+...     "Markets fell on Monday as investors waited for the central bank's decision.",
+...     "The striker scored twice in the second half to win the cup final.",
+...     "A new phone with a folding screen goes on sale in shops next month.",
+... ]
+>>> small = dict(model="minilm-l6", corpus=texts, contexts=4, length=16, view=view,
+...              figures="none", progress=False)
+>>> result = geomlens.decompose(**small, layers=[0, 3, 6])
+>>> result
+Result(command='decompose', folder=PosixPath('runs/decompose-minilm-l6'))
+>>> result.summary()[0]
+'decomposition written to runs/decompose-minilm-l6 (metrics.json, figures/)'
+>>> result.layers()["layer"].tolist()  # the per-layer rows of metrics.json (a DataFrame)
+[0, 3, 6]
+>>> sorted(result.figures)[:3]  # plotly figures, drawn from the numbers
+['attention_parts', 'geometry', 'ranks']
+>>> geomlens.capture(**small).metrics["capture"]["n_contexts"]
+4
+>>> geomlens.sphere(**small, probe_layers=[0]).command
+'sphere'
+>>> geomlens.walk(**small, layers=[0, 6], text="The cat sat on the mat.").summary()[1]
+'  text: 9 tokens; layers 0..6'
+>>> report = geomlens.report(**small)
+>>> (report.folder / "report.html").is_file()
+True
+>>> sorted(report.metrics)[:4]
+['attention', 'capture', 'claims', 'decomposition']
 
-    acts = geomlens.activations("smollm2-135m", ["The cat sat.", "A dog ran."])
-    acts.hidden_states[0]  # [layers + 1, tokens, d] of the first text
+The concept-space tests read a multiple-choice task (BIG-bench JSON or HellaSwag JSONL)
+and need a decoder:
 
-``geomlens.api.decompose`` is the same function (``geomlens.analyses.decomposition.command`` is the
-command's module). The names are imported on first use, so ``import geomlens.api`` loads no
-model code. See docs/python_api.md.
+>>> import json
+>>> task = {"examples": [
+...     {"input": "On a clear day the sky is", "target_scores": {"blue": 1, "green": 0}},
+...     {"input": "Fresh snow is", "target_scores": {"white": 1, "black": 0}},
+... ]}
+>>> with open("colours.json", "w") as f:
+...     f.write(json.dumps(task)) > 0
+True
+>>> concepts = geomlens.concepts(task="colours.json", schemes=["sanity"], progress=False)
+>>> concepts.metrics["concepts"]["baseline"]["n"]
+2
+
+``geomlens.api.decompose`` is the same function (the command's module is
+``geomlens.analyses.decomposition.command``). The names are imported on first use, so
+``import geomlens.api`` loads no model code. See docs/python_api.md.
 """
 
 from __future__ import annotations

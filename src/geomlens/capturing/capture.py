@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -22,8 +23,23 @@ from geomlens.models.view import ModelView
 from geomlens.stats import CapturedBatch, DecompositionAccumulator, NonFiniteError
 from geomlens.stats.decomposition import interval_groups
 
-if TYPE_CHECKING:
-    from geomlens.io.runfolder import RunFolder
+
+class RunFolder(Protocol):
+    """What the capture loop needs of a run folder (``runs.runfolder.RunFolder``): where it
+    is, a checkpoint saved, a checkpoint resumed."""
+
+    path: Path
+
+    def save_checkpoint(self, state: dict[str, torch.Tensor], batches_done: int) -> None: ...
+
+    def resume_into(
+        self, acc: DecompositionAccumulator, batch_size: int, taps: Taps | None = None
+    ) -> int: ...
+
+
+NOT_IDENTITY = ("trust_remote_code",)
+"""``CaptureConfig`` fields that say how to load, not what is computed: not in a run's
+identity."""
 
 
 @dataclass(frozen=True)
@@ -52,7 +68,8 @@ class CaptureConfig:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["layers"] = None if self.layers is None else list(self.layers)
-        del data["trust_remote_code"]  # how to load, not what is computed
+        for name in NOT_IDENTITY:  # how to load, not what is computed
+            del data[name]
         return data
 
     def validate(self) -> None:
@@ -85,6 +102,14 @@ class CaptureConfig:
             raise GeomlensError("--device cuda was asked for, but no CUDA device is available.")
         if device.type not in ("cpu", "cuda", "mps"):
             raise GeomlensError(f"--device {self.device!r} is not supported; use cpu or cuda.")
+        found = torch.cuda.device_count() if device.type == "cuda" else 1
+        if device.index is not None and device.index >= found:
+            which = ", ".join(f"{device.type}:{k}" for k in range(found))
+            exists = which + ", cpu" if device.type == "cuda" else device.type
+            raise GeomlensError(
+                f"--device {self.device!r} does not exist: the devices here are {exists}; "
+                "use one of those."
+            )
 
 
 def bundled_depth(model: str) -> int | None:
@@ -143,35 +168,104 @@ def progress_state(acc: DecompositionAccumulator, taps: Taps | None) -> dict[str
     return acc.state_dict() | (taps.state_dict() if taps else {})
 
 
-def update_or_save(
+def nonfinite_sentence(
+    exc: NonFiniteError, batch: int, n_batches: int, rows: slice, kept: str | None = None
+) -> str:
+    """One sentence for a batch that held NaN or inf: which batch and contexts, what was
+    kept before it (``kept``: said when the caller saved something), what to try."""
+    where = f"{exc} in batch {batch + 1} of {n_batches} (contexts {rows.start}-{rows.stop - 1})"
+    return (
+        f"{where}; {kept + '; ' if kept else ''}try --dtype float32, or check the model "
+        "and those documents."
+    )
+
+
+OnBadBatch = Callable[[int, "dict[str, torch.Tensor] | None"], str]
+"""(batch, the taps' state before it or None) -> what was kept, said in the refusal."""
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """The batches of one capture: ``batch_size`` windows each, of ``n_contexts`` windows;
+    ``input_ids``/``labels`` hold windows ``first_row`` onwards (a Ray shard's rows)."""
+
+    input_ids: torch.Tensor
+    labels: torch.Tensor
+    batch_size: int
+    n_contexts: int
+    first_row: int = 0
+
+    @classmethod
+    def of(cls, windows: Windows, batch_size: int) -> BatchPlan:
+        """The batches of every window of ``windows``."""
+        ids = torch.from_numpy(np.array(windows.input_ids, dtype=np.int64))
+        labels = torch.from_numpy(np.array(windows.labels, dtype=np.int64))
+        return cls(ids, labels, batch_size, windows.n_contexts)
+
+    @property
+    def n_batches(self) -> int:
+        return math.ceil(self.n_contexts / self.batch_size)
+
+    def rows(self, batch: int) -> slice:
+        """The corpus windows of ``batch``."""
+        b = self.batch_size
+        return slice(batch * b, min(self.n_contexts, (batch + 1) * b))
+
+
+def stream_batches(
+    view: ModelView,
     acc: DecompositionAccumulator,
-    captured: CapturedBatch,
-    folder: RunFolder,
-    batch: int,
-    n_batches: int,
-    rows: slice,
+    plan: BatchPlan,
+    batches: range,
+    layers: Sequence[int],
+    *,
     taps: Taps | None = None,
-    taps_before: dict[str, torch.Tensor] | None = None,
-) -> None:
-    """``acc.update``; on NaN or inf, the batches before are saved (with the taps' state
-    before this batch: ``taps_before`` where the batch fed them, else ``taps`` as they are)
-    and one sentence says which batch and contexts held them (the accumulator is left as
-    it was)."""
-    try:
-        acc.update(captured)
-    except NonFiniteError as exc:
+    activations: str | Path | None = None,
+    store_dtype: torch.dtype = torch.float32,
+    on_bad_batch: OnBadBatch | None = None,
+) -> Iterator[tuple[int, int]]:
+    """The capture loop, the one every engine runs: each of ``batches`` through the model
+    into ``acc`` (and the ``taps`` that read its windows), its activations written when
+    ``activations`` is given; yields (batch, tokens) after each.
+
+    A batch holding NaN or inf adds nothing: ``on_bad_batch`` may save what came before
+    (and says what it kept), then one sentence names the batch and its contexts.
+    """
+    for batch in batches:
+        rows = plan.rows(batch)
+        local = slice(rows.start - plan.first_row, rows.stop - plan.first_row)
+        ids, index = plan.input_ids[local], torch.arange(local.start, local.stop)
+        # only a batch that feeds the taps changes them: its state before is kept
+        tapped = taps is not None and rows.start < taps.windows and on_bad_batch is not None
+        before = taps.state_dict() if tapped and taps is not None else None
+        hidden = batch_hidden_states(view, ids, layers, taps, rows.start)
+        try:
+            acc.update(CapturedBatch(hidden, index))
+        except NonFiniteError as exc:
+            kept = on_bad_batch(batch, before) if on_bad_batch else None
+            raise GeomlensError(
+                nonfinite_sentence(exc, batch, plan.n_batches, rows, kept)
+            ) from None
+        if activations is not None:
+            corpus_rows = torch.arange(rows.start, rows.stop)
+            write_shard(
+                activations, batch, ids, corpus_rows, plan.labels[local], hidden, store_dtype
+            )
+        yield batch, ids.numel()
+
+
+def saved_before(acc: DecompositionAccumulator, taps: Taps | None, folder: RunFolder) -> OnBadBatch:
+    """What the in-process capture does on a batch with NaN or inf: saves the batches
+    before it (with the taps as they were before it) and says so."""
+
+    def save(batch: int, taps_before: dict[str, torch.Tensor] | None) -> str:
         saved = progress_state(acc, taps) if taps_before is None else acc.state_dict() | taps_before
         folder.save_checkpoint(saved, batch)
-        kept = (
-            f"batches 1-{batch} before it are saved in {folder.path}"
-            if batch
-            else "nothing was computed before it"
-        )
-        raise GeomlensError(
-            f"{exc} in batch {batch + 1} of {n_batches} (contexts {rows.start}-"
-            f"{rows.stop - 1}); {kept}; try --dtype float32, or check the model "
-            "and those documents."
-        ) from None
+        if not batch:
+            return "nothing was computed before it"
+        return f"batches 1-{batch} before it are saved in {folder.path}"
+
+    return save
 
 
 def capture_windows(
@@ -186,7 +280,7 @@ def capture_windows(
     taps: Taps | None = None,
 ) -> tuple[DecompositionAccumulator, dict[str, float]]:
     """Stream every window through the model into a decomposition accumulator (and
-    ``taps``, filled from the first windows in the same passes: see ``capture.taps``).
+    ``taps``, filled from the first windows in the same passes: see ``capturing.taps``).
 
     Resumes from the folder's checkpoint if there is one; saves a checkpoint at most every
     ``checkpoint_every_s`` seconds, on Ctrl-C/SIGTERM, and before reporting bad values.
@@ -206,33 +300,27 @@ def capture_windows(
         groups=interval_groups(len(layers), n_c, n_t, view.d_model),
     )
     start = folder.resume_into(acc, b, taps)
-    n_batches = math.ceil(n_c / b)
-    input_ids = torch.from_numpy(np.array(windows.input_ids, dtype=np.int64))
-    labels = torch.from_numpy(np.array(windows.labels, dtype=np.int64))
-    store_dtype = resolve_dtype(config.dtype)
+    plan = BatchPlan.of(windows, b)
+    n_batches = plan.n_batches
     bar = token_bar(n_c * n_t, start * b * n_t, f"capture {view.name}", progress)
     t0, tokens, last_save = time.perf_counter(), 0, time.perf_counter()
+    store = None
+    if config.save_activations:
+        store = folder.path / "activations" if activations is None else activations
     with stop_at_batch_boundary() as stop:
-        for batch in range(start, n_batches):
-            rows = slice(batch * b, min(n_c, (batch + 1) * b))
-            ids, index = input_ids[rows], torch.arange(n_c)[rows]
-            # only a batch that feeds the taps changes them: its state before is kept
-            before = taps.state_dict() if taps and rows.start < taps.windows else None
-            hidden = batch_hidden_states(view, ids, layers, taps, rows.start)
-            captured = CapturedBatch(hidden, index)
-            update_or_save(acc, captured, folder, batch, n_batches, rows, taps, before)
-            if config.save_activations:
-                write_shard(
-                    folder.path / "activations" if activations is None else activations,
-                    batch,
-                    ids,
-                    index,
-                    labels[rows],
-                    hidden,
-                    store_dtype,
-                )
-            tokens += ids.numel()
-            bar.update(ids.numel())
+        for batch, n_tokens in stream_batches(
+            view,
+            acc,
+            plan,
+            range(start, n_batches),
+            layers,
+            taps=taps,
+            activations=store,
+            store_dtype=resolve_dtype(config.dtype),
+            on_bad_batch=saved_before(acc, taps, folder),
+        ):
+            tokens += n_tokens
+            bar.update(n_tokens)
             done = batch + 1
             now = time.perf_counter()
             if stop.requested:
@@ -253,3 +341,24 @@ def capture_windows(
         "tokens_per_s": tokens / seconds if seconds > 0 else 0.0,
     }
     return acc, timing
+
+
+def capture_contexts(
+    view: ModelView,
+    windows: Windows,
+    like: DecompositionAccumulator,
+    contexts: Sequence[int],
+    batch_size: int = 8,
+) -> DecompositionAccumulator:
+    """A fresh accumulator of ``like``'s grid (layers, C x T, interval groups, second
+    moments) fed only the windows ``contexts`` (indices into ``windows``), in batches of at
+    most ``batch_size``: what ``DecompositionAccumulator.without`` subtracts to take those
+    windows out exactly (a few windows rerun, no second pass over the corpus)."""
+    acc = like.empty_like(view.device)
+    input_ids = torch.from_numpy(np.array(windows.input_ids, dtype=np.int64))
+    chosen = sorted(int(c) for c in contexts)
+    for start in range(0, len(chosen), max(1, batch_size)):
+        index = torch.tensor(chosen[start : start + batch_size], dtype=torch.int64)
+        hidden = batch_hidden_states(view, input_ids[index], like.layers)
+        acc.update(CapturedBatch(hidden, index))
+    return acc

@@ -2,8 +2,8 @@
 
 One capture pass (with second moments) feeds the position/context decomposition and,
 from its first windows, the norm statistics of the sphere stage and the position kernels
-and refactoring check of the walk stage (see ``capture.taps``); the stages
-(``reporting/staged.py``) read those, the same windows and the same loaded model.
+and refactoring check of the walk stage (see ``capturing.taps``); the stages
+(``analyses/staged.py``) read those, the same windows and the same loaded model.
 """
 
 from __future__ import annotations
@@ -34,13 +34,14 @@ from geomlens.config.options import add_capture_options, capture_options, finish
 from geomlens.config.run import CaptureRunConfig
 from geomlens.engines import EngineConfig
 from geomlens.errors import GeomlensError
-from geomlens.io import lifecycle
-from geomlens.io.runfolder import Run, open_run
-from geomlens.io.stored import store_compact
 from geomlens.models.facts import check_before_loading
 from geomlens.models.loading import load_configured
 from geomlens.models.view import ModelView
 from geomlens.pipeline import run as pipeline
+from geomlens.pipeline.request import AutoContexts
+from geomlens.runs import lifecycle
+from geomlens.runs.runfolder import Run, open_run
+from geomlens.runs.stored import store_compact
 
 CONCEPT_LIMIT = 40
 """Items of the multiple-choice task scored in the report (a small default slice)."""
@@ -90,6 +91,7 @@ def run_report(
     checkpoint_every_s: float = 30.0,
     engine: EngineConfig | None = None,
     figures: FigureLevel = "all",
+    auto: AutoContexts | None = None,
 ) -> Run:
     """Every analysis the model supports on one capture, then ``DIR/report.html``.
 
@@ -105,6 +107,7 @@ def run_report(
         checkpoint_every_s: how often the capture saves resumable progress.
         engine: where the capture runs (default: this process).
         figures: which figures are drawn (the page's tables and readings are always there).
+        auto: ``--contexts auto`` (None: ``config.contexts`` windows).
     """
     if limit < 1:
         raise GeomlensError(f"--limit must be at least 1 (got {limit}).")
@@ -133,6 +136,7 @@ def run_report(
             checkpoint_every_s,
             engine,
             figures,
+            auto,
         )
 
 
@@ -143,14 +147,13 @@ def _report_locked(
     task: str | None,
     limit: int,
     skip_first: bool,
-    view: ModelView | None,
+    view: ModelView,
     progress: bool,
     checkpoint_every_s: float,
     engine: EngineConfig | None,
     figures: FigureLevel,
+    auto: AutoContexts | None = None,
 ) -> Run:
-    if view is None:
-        view = load_configured(config)
     words = load_nouns(None)
     stage_request = StageRequest(config, text, task, limit, skip_first, progress, words)
     stages = report_stages(stage_request, view.generates)
@@ -176,6 +179,8 @@ def _report_locked(
         figures=figures,
         sections=("capture", *(s for stage in stages for s in written[stage.name])),
         taps=report_taps(stages),
+        checked=True,  # validated and checked above, before the model loaded
+        auto=auto,
     )
     run = pipeline.run(request)
     store_compact(run.path)  # every stage has read the interval groups: keep what is read later

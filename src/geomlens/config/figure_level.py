@@ -19,7 +19,7 @@ _level: ContextVar[str] = ContextVar("geomlens_figure_level", default="all")
 
 @contextmanager
 def figure_level(level: FigureLevel) -> Iterator[None]:
-    """Inside, ``report.figures.save`` and ``save_later`` write only the figures ``level``
+    """Inside, ``reporting.figures.save`` and ``save_later`` write only the figures ``level``
     asks for."""
     if level not in FIGURE_LEVELS:
         raise ValueError(f"figure level {level!r} is not one of {FIGURE_LEVELS}")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,6 +70,41 @@ def parse_limit(text: str) -> int | None:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"--limit must be at least 1 (got {value})")
     return value
+
+
+AUTO = "auto"
+"""``--contexts auto``: the capture grows in chunks until its claims are decided."""
+
+
+def parse_contexts(text: str) -> int | str:
+    """ "auto" or a number of windows (checked against 1 with the other limits)."""
+    if text == AUTO:
+        return AUTO
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--contexts takes a number of windows or 'auto' (got {text!r})"
+        ) from None
+
+
+def minutes_option(text: str) -> float:
+    """A positive, finite number of minutes (``--budget``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"takes a positive number of minutes (got {text!r})")
+    return value
+
+
+def first_look(contexts: int | str) -> int:
+    """The windows a capture starts with: ``contexts``, or with "auto" the default number
+    (``CaptureConfig``'s), its first look."""
+    if contexts == AUTO:
+        return int(CaptureConfig().contexts)
+    return int(contexts)
 
 
 @dataclass(frozen=True)
@@ -148,7 +184,18 @@ class CaptureArguments:
     corpus: str | Path | Sequence[str] = capture_option(
         help="'bbc', a folder of .txt, or a .jsonl file", convert=str
     )
-    contexts: int = capture_option(int, help="C: number of windows")
+    contexts: int | Literal["auto"] = capture_option(
+        parse_contexts,
+        help="C: number of windows, or 'auto': more in chunks until the position claims are "
+        "decided (see --budget)",
+        convert=first_look,
+    )
+    budget: float = run_option(
+        20.0,
+        minutes_option,
+        metavar="MINUTES",
+        help="with --contexts auto: minutes of capture and looks at most (default 20)",
+    )
     length: int = capture_option(int, help="T: tokens per window")
     layers: Sequence[int] | None = capture_option(
         parse_layers, help="'all' (default), 0,4,8 or 0-6", convert=tuple

@@ -11,7 +11,7 @@ from typing import Any, ClassVar, TypeVar
 
 from geomlens.capturing.capture import CaptureConfig
 from geomlens.config.figure_level import FigureLevel
-from geomlens.config.options import DEFAULTS, RUN_OPTIONS, configs, folder_for
+from geomlens.config.options import AUTO, DEFAULTS, RUN_OPTIONS, configs, folder_for
 from geomlens.engines import EngineConfig
 
 C = TypeVar("C", bound="CaptureRunConfig")
@@ -28,6 +28,8 @@ class CaptureRunConfig:
         progress: show progress bars.
         checkpoint_every: seconds between saves of resumable progress.
         figures: which figures are drawn ("all", "interactive": no static PNGs, "none").
+        budget: with ``auto_contexts``, the minutes the chunks' captures and looks may take.
+        auto_contexts: ``--contexts auto`` (``capture.contexts`` is then the first look).
     """
 
     capture: CaptureConfig
@@ -36,6 +38,8 @@ class CaptureRunConfig:
     progress: bool = DEFAULTS.progress
     checkpoint_every: float = DEFAULTS.checkpoint_every
     figures: FigureLevel = DEFAULTS.figures
+    budget: float = DEFAULTS.budget
+    auto_contexts: bool = False
 
     command: ClassVar[str] = "capture"
     """The command, for the default run folder ``runs/<command>-<model>``."""
@@ -45,12 +49,13 @@ class CaptureRunConfig:
         """The config of the Python API's keyword arguments (the command line's options
         under the same names: ``capture_options``, then the command's own)."""
         capture, engine = configs(arguments)
-        shared = {"capture", "engine", *RUN_OPTIONS}
+        shared = {"capture", "engine", "auto_contexts", *RUN_OPTIONS}
         own = {f.name: arguments[f.name] for f in dataclasses.fields(cls) if f.name not in shared}
         return cls(
             capture=capture,
             engine=engine,
             **{name: arguments[name] for name in RUN_OPTIONS if name != "out"},
             out=folder_for(cls.command, arguments["out"], arguments["model"]),
+            auto_contexts=arguments["contexts"] == AUTO,
             **own,
         )

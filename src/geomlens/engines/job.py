@@ -15,8 +15,8 @@ if TYPE_CHECKING:
     from geomlens.capturing.capture import CaptureConfig
     from geomlens.capturing.taps import Taps
     from geomlens.corpus import Windows
-    from geomlens.io.runfolder import RunFolder
     from geomlens.models.view import ModelView
+    from geomlens.runs.runfolder import RunFolder
 
 ENGINES = ("local", "ray")
 
@@ -95,7 +95,7 @@ class CaptureJob:
         folder: the run folder (checkpoints are saved and resumed there).
         progress: show a progress bar.
         checkpoint_every_s: at most this many seconds between checkpoints.
-        taps: statistics filled in the same passes (``capture.taps``), in place.
+        taps: statistics filled in the same passes (``capturing.taps``), in place.
     """
 
     view: ModelView

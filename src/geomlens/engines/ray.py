@@ -50,7 +50,7 @@ from geomlens.stats.decomposition import interval_groups
 if TYPE_CHECKING:
     from geomlens.corpus import Windows
     from geomlens.engines.job import CaptureJob, EngineConfig
-    from geomlens.io.runfolder import RunFolder
+    from geomlens.runs.runfolder import RunFolder
 
 #: accumulator states larger than this travel as several rows (Arrow binary cells stay small)
 CHUNK_BYTES = 1 << 28

@@ -16,11 +16,10 @@ import torch
 from safetensors.torch import load as load_bytes
 from safetensors.torch import save as save_bytes
 
-from geomlens.capturing.store import write_shard
-from geomlens.capturing.taps import Taps, batch_hidden_states
-from geomlens.errors import GeomlensError
+from geomlens.capturing.capture import BatchPlan, stream_batches
+from geomlens.capturing.taps import Taps
 from geomlens.models.view import ModelView
-from geomlens.stats import CapturedBatch, DecompositionAccumulator, NonFiniteError
+from geomlens.stats import DecompositionAccumulator
 
 
 @dataclass(frozen=True)
@@ -89,8 +88,9 @@ def capture_shard(
     groups: int = 0,
     taps: Taps | None = None,
 ) -> dict[str, torch.Tensor]:
-    """Run one shard's batches and return its accumulator state (on the host), with the
-    state of ``taps`` filled from the shard's windows they read (``tap.*`` entries).
+    """Run one shard's batches through the capture loop (``capturing.capture.stream_batches``,
+    the loop the in-process capture runs) and return its accumulator state (on the host),
+    with the state of ``taps`` filled from the shard's windows they read (``tap.*``).
 
     Args:
         input_ids: [len(shard.rows), T] the shard's windows; labels: [len(shard.rows)].
@@ -112,23 +112,18 @@ def capture_shard(
         context_offset=shard.rows.start,
         total_contexts=n_contexts,
     )
-    for batch in shard.batches:
-        lo, hi = batch * batch_size, min(n_contexts, (batch + 1) * batch_size)
-        local = slice(lo - shard.rows.start, hi - shard.rows.start)
-        ids = input_ids[local]
-        hidden = batch_hidden_states(view, ids, layers, taps, lo)
-        try:
-            acc.update(CapturedBatch(hidden=hidden, context_index=torch.arange(n_rows)[local]))
-        except NonFiniteError as exc:
-            n_batches = math.ceil(n_contexts / batch_size)
-            raise GeomlensError(
-                f"{exc} in batch {batch + 1} of {n_batches} (contexts {lo}-{hi - 1}); "
-                "try --dtype float32, or check the model and those documents."
-            ) from None
-        if activations is not None:
-            write_shard(
-                activations, batch, ids, torch.arange(lo, hi), labels[local], hidden, store_dtype
-            )
+    plan = BatchPlan(input_ids, labels, batch_size, n_contexts, first_row=shard.rows.start)
+    for _ in stream_batches(
+        view,
+        acc,
+        plan,
+        shard.batches,
+        layers,
+        taps=taps,
+        activations=activations,
+        store_dtype=store_dtype,
+    ):
+        pass
     return acc.state_dict() | (taps.state_dict() if taps else {})
 
 

@@ -157,9 +157,9 @@ def read_user_text(path: str | Path, what: str, limit: int) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise GeomlensError(
-            f"{what} is not UTF-8 text (byte {exc.start}); save it as UTF-8."
-        ) from None
+        # the codec counts after a byte-order mark: the offset is given in the file's bytes
+        start = exc.start + (3 if data.startswith(b"\xef\xbb\xbf") else 0)
+        raise GeomlensError(f"{what} is not UTF-8 text (byte {start}); save it as UTF-8.") from None
 
 
 def read_json(path: str | Path, expect: type, advice: str) -> Any:
@@ -197,9 +197,14 @@ HASH_CHUNK = 8 << 20
 def hash_cache_dir() -> Path:
     """Where ``content_hash`` remembers hashes: ``hashes/`` under the user cache
     (``$GEOMLENS_CACHE`` or the platform's cache folder)."""
-    from geomlens.models.cache import cache_root
-
     return cache_root() / "hashes"
+
+
+def cache_root() -> Path:
+    """``$GEOMLENS_CACHE`` if set, else the platform's user cache folder for geomlens."""
+    from platformdirs import user_cache_dir
+
+    return Path(os.environ.get("GEOMLENS_CACHE") or user_cache_dir("geomlens"))
 
 
 def file_stamp(stat: os.stat_result) -> dict[str, int]:

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from contextlib import AbstractContextManager
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Protocol
 
-from geomlens.capturing.capture import CaptureConfig
+from geomlens.capturing.capture import NOT_IDENTITY, CaptureConfig
 from geomlens.capturing.taps import TapsFactory
 from geomlens.config.figure_level import FigureLevel
 from geomlens.corpus import Windows
 from geomlens.engines import EngineConfig
-from geomlens.io.runfolder import RunFolder
 from geomlens.models.view import ModelView
+from geomlens.runs.runfolder import RunFolder
 from geomlens.stats import DecompositionAccumulator
 
 
@@ -38,6 +39,78 @@ Check = Callable[[str, CaptureConfig], None]
 """(command, config) -> None, or a ``GeomlensError`` before the model loads."""
 
 
+class Look(Protocol):
+    """One look of ``--contexts auto``: whether the rule's claims are decided."""
+
+    @property
+    def contexts(self) -> int:
+        """The windows the look read."""
+        ...
+
+    @property
+    def verdicts(self) -> dict[str, str]:
+        """Claim id -> its verdict at this look."""
+        ...
+
+    @property
+    def undecided(self) -> list[str]:
+        """The claims still inconclusive."""
+        ...
+
+    @property
+    def decided(self) -> bool: ...
+
+
+class ContextRule(Protocol):
+    """When a capture extended in chunks holds contexts enough (``--contexts auto``): an
+    analysis registers it (``AnalysisEntry.contexts_rule``); the pipeline runs it."""
+
+    @property
+    def spending(self) -> str:
+        """How the error is spent over the looks, in words (recorded with the run)."""
+        ...
+
+    def looks(self, first: int, available: int) -> tuple[int, ...]:
+        """The fixed schedule of looks (window counts, each twice the one before)."""
+        ...
+
+    def level(self, n_looks: int) -> float:
+        """The intervals' coverage at every look of a schedule of ``n_looks``."""
+        ...
+
+    def look(
+        self,
+        acc: DecompositionAccumulator,
+        view: ModelView,
+        windows: Windows,
+        batch_size: int,
+        coverage: float,
+        model: dict[str, Any],
+    ) -> Look: ...
+
+    def finishing(self, coverage: float) -> AbstractContextManager[None]:
+        """Held around the final analysis and its claims."""
+        ...
+
+    def sections(self, metrics: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
+        """metrics.json sections that carry the record (its page line)."""
+        ...
+
+
+@dataclass(frozen=True)
+class AutoContexts:
+    """``--contexts auto``: the capture grows along the rule's looks until its claims are
+    decided or ``budget_minutes`` of capture and looks are spent.
+
+    Attributes:
+        budget_minutes: wall minutes for the chunks' captures and the looks.
+        rule: the registered rule (``analyses.registry.run_request`` fills it).
+    """
+
+    budget_minutes: float
+    rule: ContextRule | None = None
+
+
 @dataclass(frozen=True)
 class RunRequest:
     """One command's run: what to capture, where, and what runs on the capture.
@@ -55,10 +128,14 @@ class RunRequest:
         engine: where the capture runs (this process, or Ray); not part of the identity.
         sections: the metrics.json sections a finished run holds (None: the command's, from
             the analyses' registry).
-        taps: the statistics the capture fills besides the decomposition (``capture.taps``).
+        taps: the statistics the capture fills besides the decomposition (``capturing.taps``).
         figures: which figures the analyses draw (``config.figure_level.FigureLevel``).
         judge: decides the claims from the numbers written (None: none).
         check: refuses a config the analysis cannot analyse, before the model loads.
+        checked: the caller has already validated ``config`` and run ``check`` (the report
+            does both before it loads the model), so ``run`` does not repeat them.
+        auto: ``--contexts auto`` (None: ``config.contexts`` windows); ``config.contexts``
+            is then the first look.
     """
 
     command: str
@@ -75,10 +152,26 @@ class RunRequest:
     figures: FigureLevel = "all"
     judge: Judge | None = None
     check: Check | None = None
+    checked: bool = False
+    auto: AutoContexts | None = None
 
     def identity(self) -> dict[str, Any]:
         """The run's config as its run folder records it (what makes two runs the same)."""
         options = dict(self.options)
         if self.figures != "all":  # the default leaves earlier runs' configs as they were
             options["figures"] = self.figures
+        if self.auto is not None:
+            options.update(contexts="auto", budget=self.auto.budget_minutes)
         return {**self.config.to_dict(), "command": self.command, **options}
+
+
+def identity_defaults(config_type: type[CaptureConfig]) -> dict[str, Any]:
+    """The default of every identity field that has one (the capture options' of
+    ``config_type``, and the figure level's): a run recorded before such a field existed
+    is the same run while this one leaves the field at its default."""
+    found = {
+        f.name: f.default
+        for f in fields(config_type)
+        if f.default is not MISSING and f.name not in NOT_IDENTITY
+    }
+    return {**found, "figures": "all"}

@@ -16,8 +16,8 @@ from typing import TypeVar
 from geomlens.capturing.taps import PREFIX, Tap, Taps, TapsFactory
 from geomlens.errors import GeomlensError
 from geomlens.io.files import damaged
-from geomlens.io.runfolder import RERUN, RunFolder, load_state
 from geomlens.models.view import ModelView
+from geomlens.runs.runfolder import RERUN, RunFolder, load_state
 
 TapBuild = Callable[[ModelView, int], Tap]
 """Builds one tap for a model over the first ``windows`` windows (picklable: a class or a

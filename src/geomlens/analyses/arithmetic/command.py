@@ -25,9 +25,9 @@ from geomlens.analyses.arithmetic.model import model_view
 from geomlens.analyses.arithmetic.seeds import seed_spread, side_means
 from geomlens.analyses.arithmetic.train import StepHook, Trained, train
 from geomlens.engines.threads import torch_threads
-from geomlens.io import lifecycle
-from geomlens.io.runfolder import Run
 from geomlens.reporting.figures import save_all
+from geomlens.runs import lifecycle
+from geomlens.runs.runfolder import Run
 from geomlens.stats.rounding import rounded
 
 CONTROL_POSITION_IDS = {

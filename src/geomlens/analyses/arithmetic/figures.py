@@ -2,7 +2,7 @@
 matrices of the positional basis, and the pos-pos part of attention.
 
 Each function takes numbers the study computed and returns a matplotlib ``Figure`` on the
-Agg canvas; ``report.figures.save`` writes it.
+Agg canvas; ``reporting.figures.save`` writes it.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ tokens at position ids 0..T-1. Hidden states of every layer stream into the same
 ``DecompositionAccumulator`` that ``geomlens capture`` uses, and ``analyse_layer`` turns
 them into shares, positional rank, ``pos_low_freq`` and ``pos_smoothness``. Attention
 logits of every block are split into pos-pos, pos-ctx, ctx-pos, ctx-ctx and rest parts
-by ``analyses.attention_parts``. All positions are kept: position 0 holds an operand
+by ``analyses.attention.parts``. All positions are kept: position 0 holds an operand
 digit here, with no special token before it.
 """
 

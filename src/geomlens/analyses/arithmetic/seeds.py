@@ -72,7 +72,7 @@ def seed_spread(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The spread over seeds of one kind of model's numbers.
 
     Args:
-        runs: per seed the section ``commands.arithmetic`` writes: ``steps``, ``stopped``,
+        runs: per seed the section ``analyses.arithmetic.command`` writes: ``steps``, ``stopped``,
             ``accuracy_by_length`` (length -> accuracy), the ``ACCURACY_KEYS`` and
             ``geometry`` (per measured length, ``layers`` with the ``GEOMETRY_KEYS``).
 

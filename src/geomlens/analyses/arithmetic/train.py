@@ -166,7 +166,7 @@ def offset_position_ids(
 
 
 POSITION_SCHEMES = {"subset": random_position_ids, "offset": offset_position_ids}
-"""``config.control_positions`` -> the function drawing the control's training ids."""
+"""``ArithmeticConfig.control_positions`` -> the function drawing the control's training ids."""
 
 
 class BatchSource:

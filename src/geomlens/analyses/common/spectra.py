@@ -4,7 +4,7 @@ Rank (ScreeNOT, stable rank, 95% energy), explained ratio, and the Gram matrix o
 normalised positional vectors with its two-dimensional DCT-II (low-frequency share,
 smoothness), as in Song & Zhong (2023); and the share of the positional energy in the low
 frequencies over positions, which an unbiased Gram estimate keeps unbiased
-(``low_freq_energy``, see ``analyses.position_noise``).
+(``low_freq_energy``, see ``analyses.decomposition.position_noise``).
 """
 
 from __future__ import annotations

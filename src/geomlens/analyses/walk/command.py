@@ -1,5 +1,5 @@
 """``geomlens walk``: movement through embedding space (Singh, 2023) on one model; the
-analysis step is ``reporting/stages/walk.py``."""
+analysis step is ``step.py`` beside it."""
 
 from __future__ import annotations
 
@@ -27,12 +27,12 @@ from geomlens.config.options import add_capture_options, capture_options, finish
 from geomlens.config.run import CaptureRunConfig
 from geomlens.errors import GeomlensError
 from geomlens.io.progress import StepLines
-from geomlens.io.runfolder import Run
 from geomlens.models.facts import check_before_loading
 from geomlens.models.loading import load_configured
 from geomlens.models.view import ModelView
 from geomlens.pipeline import run as pipeline
 from geomlens.pipeline.taps import tap_factory
+from geomlens.runs.runfolder import Run
 
 GENERATE_NEEDS = (
     "--generate needs a decoder-only model or an encoder-decoder; {name} is an encoder "

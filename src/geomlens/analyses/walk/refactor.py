@@ -334,7 +334,7 @@ def attention_weight_modules(view: ModelView) -> dict[int, tuple[torch.nn.Module
 
 class AttentionTap(StateParts):
     """The position kernels and the refactoring check of the main stack over the first
-    ``windows`` windows of the capture (a ``Tap``, see ``capture.taps``).
+    ``windows`` windows of the capture (a ``Tap``, see ``capturing.taps``).
 
     An encoder-decoder's tap also holds its decoder's self-attention and cross-attention
     kernels (``decoder_finalize``): after each tapped encoder pass, the decoder reads the

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from geomlens.analyses.common.readout import untrained_readout
-from geomlens.io.runfolder import Run
 from geomlens.reporting import interactive as plots
 from geomlens.reporting.html import paper, plot, readings, table
 from geomlens.reporting.section import Section, pct
+from geomlens.runs.runfolder import Run
 
 
 def leave_reading(enc: dict[str, Any]) -> str:

@@ -1,7 +1,7 @@
 """Similarity maps between positions, per layer (Singh, 2023, section 2).
 
 Every hidden vector of one text is compared with every other at the same layer, by inner
-product and by cosine. The layers are the hidden-state layers 0..L of ``capture.hooks``
+product and by cosine. The layers are the hidden-state layers 0..L of ``capturing.hooks``
 (0 = embedding output, l = output of block l-1, no final norm) followed, for models with
 a final norm, by the last layer after that norm ("final_norm"), which is what the
 unembedding reads. For encoder-decoders ``layer_stack`` also gives the decoder stack, read

@@ -59,11 +59,11 @@ from geomlens.corpus import Windows
 from geomlens.errors import FILE_LIMITS, GeomlensError
 from geomlens.io.files import read_user_text, write_text_atomic
 from geomlens.io.progress import Step, quiet, step_bar
-from geomlens.io.runfolder import Run, RunFolder, write_json
 from geomlens.models.loading import eager_attention
 from geomlens.models.view import ModelView
 from geomlens.pipeline.taps import filled_tap
 from geomlens.reporting.figures import rendered_in_background, save_later
+from geomlens.runs.runfolder import Run, RunFolder, write_json
 from geomlens.stats import DecompositionAccumulator
 
 KERNEL_WINDOWS = 16

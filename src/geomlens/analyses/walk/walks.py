@@ -94,7 +94,7 @@ class TokenSpace:
         self, r: torch.Tensor, k: int, rank_ids: torch.Tensor | None = None
     ) -> tuple[Readout, Readout]:
         """Top-k tokens (and ranks of ``rank_ids`` [M]) of vectors r [M, d] by inner
-        product and by cosine, over the vocabulary in chunks (``analyses.vocab``)."""
+        product and by cosine, over the vocabulary in chunks (``analyses.common.vocab``)."""
         dot, cos = scan_vocab(
             self.score_fn(r),
             r.shape[0],

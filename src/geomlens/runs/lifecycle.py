@@ -36,8 +36,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from geomlens.capturing.store import (
+    StoreDamaged,
+    claim_store,
+    new_run_id,
+    seal_store,
+    unseal_store,
+    verify_store,
+)
+from geomlens.errors import GeomlensError, one_line
 from geomlens.io.files import damaged, read_json
-from geomlens.io.runfolder import RERUN, Run, RunFolder, open_run, package_versions, write_json
+from geomlens.runs.runfolder import (
+    RERUN,
+    Run,
+    RunFolder,
+    open_run,
+    package_versions,
+    store_location,
+    write_json,
+)
 
 STAGES_FILE = "stages.json"
 
@@ -60,10 +77,37 @@ def held(out: str | Path) -> Iterator[RunFolder]:
         raise
 
 
-def claim(folder: RunFolder, config: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
-    """Claim ``folder`` for ``config``: its state and the manifest it held before (if any)."""
-    state = folder.claim(config)
-    return state, folder.read_manifest()
+def claim(
+    folder: RunFolder, config: dict[str, Any], defaults: Mapping[str, Any] | None = None
+) -> tuple[str, dict[str, Any] | None]:
+    """Claim ``folder`` for ``config``: its state and the manifest it held before (if any);
+    ``defaults`` fill fields either config lacks (``RunFolder.claim``).
+
+    A finished run with an activation store counts as finished only while its store holds
+    what its manifest records (``verify_store``): a damaged one is named in a notice and
+    the run is made again (its store rewritten by a new capture)."""
+    state = folder.claim(config, defaults)
+    previous = folder.read_manifest()
+    if state == "complete" and previous is not None and config.get("save_activations") is True:
+        location = store_location(folder.path, previous)
+        try:
+            verify_store(location, previous.get("run_id"))
+        except StoreDamaged as exc:
+            print(
+                f"geomlens: notice: {str(exc).split('; ')[0]}; capturing again to rewrite it.",
+                file=sys.stderr,
+                flush=True,
+            )
+            recapture(folder, location, previous.get("run_id"))
+            state = "resume"
+    return state, previous
+
+
+def recapture(folder: RunFolder, location: str | Path, run_id: str | None) -> None:
+    """Make the next command capture again: the store is marked as being written and the
+    finished statistics (which would be reused instead of capturing) are removed."""
+    unseal_store(location, run_id, folder.path)
+    (folder.path / "stats" / "decomposition.safetensors").unlink(missing_ok=True)
 
 
 def reuse(folder: RunFolder) -> Run:
@@ -75,15 +119,44 @@ def reuse(folder: RunFolder) -> Run:
 def begin(folder: RunFolder, command: str, config: dict[str, Any], **record: Any) -> dict[str, Any]:
     """Write the manifest of a running command (its config, package versions and
     ``record``); returns it for ``complete``."""
+    before = folder.read_manifest() or {}
     manifest: dict[str, Any] = {
         "command": command,
         "config": config,
         "status": "running",
         "versions": package_versions(),
+        "run_id": before.get("run_id") or new_run_id(),
         **record,
     }
+    if config.get("save_activations") is True:  # the store is this run's before any shard
+        claim_store(store_location(folder.path, manifest), manifest["run_id"], folder.path)
     folder.write_manifest(manifest)
     return manifest
+
+
+def seal(folder: RunFolder, manifest: dict[str, Any]) -> dict[str, Any]:
+    """Check the run's activation store covers its capture and record it (``seal_store``);
+    the store's summary for the manifest. A store that does not is made to be written
+    again by the next command (``recapture``), and the run is not marked complete."""
+    from safetensors import SafetensorError, safe_open
+
+    location = store_location(folder.path, manifest)
+    stats = folder.path / "stats" / "decomposition.safetensors"
+    try:
+        with safe_open(str(stats), "pt") as f:
+            layers = [int(x) for x in f.get_tensor("layers").tolist()]
+            length = int(f.get_slice("pos_sum").get_shape()[1])
+            contexts = int(f.get_slice("seen").get_shape()[0])
+    except (SafetensorError, OSError, KeyError) as exc:
+        raise damaged(stats, f"not a finished decomposition state: {exc}", RERUN) from None
+    try:
+        return seal_store(location, manifest["run_id"], contexts, length, layers)
+    except StoreDamaged as exc:
+        recapture(folder, location, manifest["run_id"])
+        raise GeomlensError(
+            f"{str(exc).split('; ')[0]}; the run is not marked complete: rerun the same "
+            "command to capture again and rewrite the store."
+        ) from None
 
 
 def complete(
@@ -99,6 +172,9 @@ def complete(
     first (its reader refuses NaN and infinities, which ``write_json`` never writes).
     """
     folder.read_metrics()
+    manifest.pop("failed", None)
+    if manifest.get("config", {}).get("save_activations") is True:
+        record = {**record, "activation_store": seal(folder, manifest)}
     manifest.update(
         status="complete",
         timing={**(timing or {}), "wall_seconds": time.time() - started},
@@ -153,14 +229,49 @@ class RunInFolder:
 
 
 @contextmanager
-def run_folder(out: str | Path, command: str, config: dict[str, Any]) -> Iterator[RunInFolder]:
-    """The run folder ``out`` held for the block and claimed for ``config``.
+def run_folder(
+    out: str | Path,
+    command: str,
+    config: dict[str, Any],
+    defaults: Mapping[str, Any] | None = None,
+) -> Iterator[RunInFolder]:
+    """The run folder ``out`` held for the block and claimed for ``config`` (``defaults``
+    fill the fields a recorded config lacks).
 
     A folder holding another config is refused; one made here is removed again when the
     block fails with nothing written in it (``held``)."""
     with held(out) as folder:
-        state, previous = claim(folder, config)
-        yield RunInFolder(folder, command, config, state, previous, time.time())
+        state, previous = claim(folder, config, defaults)
+        failed = (previous or {}).get("failed")
+        if state != "complete" and isinstance(failed, dict):
+            print(
+                f"geomlens: notice: the last command on {folder.path} stopped on an internal "
+                f"error ({failed.get('error')}, geomlens {failed.get('version')}); what it "
+                "finished is kept and the rest runs again.",
+                file=sys.stderr,
+                flush=True,
+            )
+        try:
+            yield RunInFolder(folder, command, config, state, previous, time.time())
+        except (GeomlensError, OSError):  # the user's input or the disk: said in one sentence
+            raise
+        except Exception as exc:  # a bug: recorded, so the next command names it
+            record_failure(folder, exc)
+            raise
+
+
+def record_failure(folder: RunFolder, exc: Exception) -> None:
+    """Record an internal error in an unfinished run's manifest (``failed``: the error and
+    the geomlens version), for the next command on the folder to name. A finished run, or
+    a folder without a manifest, is left as it is."""
+    with suppress(Exception):
+        manifest = folder.read_manifest()
+        if manifest is None or manifest.get("status") == "complete":
+            return
+        error = one_line(f"{type(exc).__name__}: {exc}")
+        version = manifest.get("versions", {}).get("geomlens") or package_versions()["geomlens"]
+        manifest["failed"] = {"error": error[:300], "version": version}
+        folder.write_manifest(manifest)
 
 
 def finished_stages(

@@ -1,4 +1,4 @@
-"""The run lifecycle as one block (io/lifecycle.py's ``run_folder``): a new run, the
+"""The run lifecycle as one block (runs/lifecycle.py's ``run_folder``): a new run, the
 same config reused, a partial run resumed, another config refused, no empty folder left by
 a refused command, and only finite metrics marked complete."""
 
@@ -9,7 +9,7 @@ import json
 import pytest
 
 from geomlens.errors import GeomlensError
-from geomlens.io import lifecycle
+from geomlens.runs import lifecycle
 
 CONFIG = {"command": "toy", "contexts": 8, "length": 16}
 
@@ -107,3 +107,50 @@ def test_complete_needs_begin(tmp_path):
         lifecycle.run_folder(tmp_path / "run", "toy", CONFIG) as run,
     ):
         run.complete()
+
+
+# run identity with defaults filled in -------------------------------------------------------
+
+
+def test_a_field_added_later_at_its_default_keeps_the_run_reusable(tmp_path, capsys):
+    out = tmp_path / "run"
+    write_run(out)  # recorded before "new_option" existed
+    later = {**CONFIG, "new_option": 3}
+    with lifecycle.run_folder(out, "toy", later, {"new_option": 3}) as run:
+        assert run.state == "complete"
+    with (
+        pytest.raises(GeomlensError, match="differs in: new_option"),
+        lifecycle.run_folder(out, "toy", {**CONFIG, "new_option": 4}, {"new_option": 3}),
+    ):
+        pass
+    with (  # a field with no default is never assumed
+        pytest.raises(GeomlensError, match="differs in: new_option"),
+        lifecycle.run_folder(out, "toy", later),
+    ):
+        pass
+
+
+def test_a_capture_option_added_later_keeps_earlier_run_folders(tmp_path, minilm, capsys):
+    """A real capture run folder, then the same run under a config class with one more
+    field: reused while that field is at its default, refused when it is not."""
+    from dataclasses import dataclass, replace
+
+    from geomlens.capturing.capture import CaptureConfig
+    from geomlens.pipeline.request import RunRequest
+    from geomlens.pipeline.run import run
+
+    @dataclass(frozen=True)
+    class LaterConfig(CaptureConfig):
+        new_option: int = 3
+
+    base = {"model": "minilm-l6", "contexts": 4, "length": 8, "layers": (0, 1), "batch_size": 4}
+    out = tmp_path / "run"
+    first = run(RunRequest("capture", CaptureConfig(**base), out, view=minilm, progress=False))
+    recorded = json.loads((first.path / "metrics.json").read_bytes())
+    capsys.readouterr()
+    again = run(RunRequest("capture", LaterConfig(**base), out, view=minilm, progress=False))
+    assert "already holds this run; reusing it" in capsys.readouterr().err
+    assert json.loads((again.path / "metrics.json").read_bytes()) == recorded
+    changed = replace(LaterConfig(**base), new_option=4)
+    with pytest.raises(GeomlensError, match="differs in: new_option"):
+        run(RunRequest("capture", changed, out, view=minilm, progress=False))

@@ -21,7 +21,7 @@ import platform
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
@@ -38,9 +38,9 @@ from geomlens.capturing.taps import Taps, without_taps
 from geomlens.errors import GeomlensError, IdentityError, NonFiniteResult
 from geomlens.io.files import content_hash, damaged, read_json, replacing
 from geomlens.io.jsontext import non_finite
-from geomlens.io.stored import widened
+from geomlens.runs.stored import widened
 from geomlens.stats import DecompositionAccumulator
-from geomlens.stats.decomposition import state_spec
+from geomlens.stats.decomposition import NORMS, state_spec
 
 LOCK_NAME = ".lock"
 """The lock file of a run folder: flock'ed for a whole command, holding the holder's pid."""
@@ -84,6 +84,8 @@ def check_state(
             return f"{name} is {tuple(tensor.shape)} {tensor.dtype}, expected {shape} {dtype}"
         if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
             return f"{name} holds NaN or infinite values"
+        if name.endswith("sumsq") and bool((tensor < 0).any()):
+            return f"{name} holds a negative sum of squares, which no capture writes"
     if layers is not None and state["layers"].tolist() != list(layers):
         return f"it covers layers {state['layers'].tolist()}, not {list(layers)}"
     return None
@@ -197,6 +199,23 @@ def check_given_view(view: Any, named: str, want_dtype: str) -> None:
         )
 
 
+_UNSET = object()
+
+
+def config_differences(
+    recorded: Mapping[str, Any], current: Mapping[str, Any], defaults: Mapping[str, Any]
+) -> list[str]:
+    """The fields in which two run configs differ, each side's missing fields read as
+    their defaults (a field missing on one side with no default differs)."""
+    differs = []
+    for key in sorted(set(recorded) | set(current)):
+        old = recorded.get(key, defaults.get(key, _UNSET))
+        new = current.get(key, defaults.get(key, _UNSET))
+        if old is _UNSET or new is _UNSET or old != new:
+            differs.append(key)
+    return differs
+
+
 class RunFolder:
     """Writes one run: refuses a folder that holds a run of another config, resumes its own."""
 
@@ -288,8 +307,12 @@ class RunFolder:
             os.close(fd)  # its last holder removed it between our open and flock: retry
         raise GeomlensError(f"could not lock {lock}; rerun the command.")
 
-    def claim(self, config: dict[str, Any]) -> str:
-        """Prepare the folder for ``config``: returns "new", "resume" or "complete"."""
+    def claim(self, config: dict[str, Any], defaults: Mapping[str, Any] | None = None) -> str:
+        """Prepare the folder for ``config``: returns "new", "resume" or "complete".
+
+        The recorded config and ``config`` are compared with ``defaults`` filled in on
+        either side (``same_config``): a field added to geomlens after a run was made
+        keeps that run reusable while its value is the field's default."""
         if self.path.exists() and not self.path.is_dir():
             raise GeomlensError(f"--out {self.path} is a file; give a folder.")
         manifest = self.read_manifest()
@@ -300,12 +323,8 @@ class RunFolder:
                 )
             self.prepare_folder()
             return "new"
-        if manifest.get("config") != config:
-            differs = sorted(
-                k
-                for k in set(config) | set(manifest.get("config", {}))
-                if config.get(k) != manifest.get("config", {}).get(k)
-            )
+        differs = config_differences(manifest.get("config") or {}, config, defaults or {})
+        if differs:
             raise GeomlensError(
                 f"{self.path} holds a run of a different config (differs in: "
                 f"{', '.join(differs)}); choose another --out or remove that folder."
@@ -406,7 +425,10 @@ class RunFolder:
             n_batches = -(-acc.n_contexts // batch_size)
             if done > n_batches:
                 raise DamagedCheckpoint(f"progress.json says {done} of {n_batches} batches")
-            why = check_state(state, acc.state_spec(), acc.layers)
+            spec = acc.state_spec()
+            if NORMS not in state:  # saved before the window norms: resumed without them
+                spec.pop(NORMS, None)
+            why = check_state(state, spec, acc.layers)
             if why is not None:
                 raise DamagedCheckpoint(f"the saved state does not fit this run: {why}")
             covered = min(done * batch_size, acc.n_contexts)
@@ -537,8 +559,9 @@ class Run:
                 "second" in state,
                 groups,
             )
-            if "group_sketch" not in state:  # saved before the sketches existed
-                spec.pop("group_sketch", None)
+            for name in ("group_sketch", NORMS):  # saved before they existed
+                if name not in state:
+                    spec.pop(name, None)
         except (KeyError, ValueError, IndexError, TypeError):
             raise damaged(path, "it is not a decomposition state", RERUN) from None
         why = check_state(state, spec) if n_l else "it covers no layer"
@@ -548,12 +571,22 @@ class Run:
 
     @property
     def activations(self) -> ActivationStore | None:
-        """The activation store: DIR/activations, or where ``--activations-dir`` put it."""
-        folder = self.path / "activations"
-        if folder.exists():
-            return ActivationStore(folder)
-        location = self.manifest.get("activations")
-        return ActivationStore(location) if location else None
+        """The activation store: DIR/activations, or where ``--activations-dir`` put it
+        (refused when it belongs to another run, or is not complete)."""
+        if not self.config.get("save_activations") and "activations" not in self.manifest:
+            folder = self.path / "activations"
+            if not folder.exists():
+                return None
+        return ActivationStore(
+            store_location(self.path, self.manifest), self.manifest.get("run_id")
+        )
+
+
+def store_location(path: Path, manifest: dict[str, Any]) -> str:
+    """Where a run's activation store is: the ``--activations-dir`` its manifest records
+    (a folder or URL), else DIR/activations."""
+    location = manifest.get("activations")
+    return str(location) if location else str(Path(path) / "activations")
 
 
 WINDOWS_KEYS = {"doc_ids": list, "labels": list, "label_names": list, "fingerprint": str}

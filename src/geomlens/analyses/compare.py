@@ -20,10 +20,10 @@ from geomlens.analyses.overview import published_tables
 from geomlens.analyses.registry import run_claims
 from geomlens.errors import GeomlensError
 from geomlens.io.files import damaged, replacing, write_text_atomic
-from geomlens.io.runfolder import RERUN, Run, open_run
 from geomlens.reporting import interactive as plots
 from geomlens.reporting.html import escape, plot, section, table
 from geomlens.reporting.page import LOADER, STYLE
+from geomlens.runs.runfolder import RERUN, Run, open_run
 
 COLUMNS = (
     *("share_pos", "share_ctx", "rel_norm_pos", "rel_norm_pos_centred"),
@@ -40,26 +40,73 @@ def label(run: Run) -> str:
     return f"{model} ({run.path.name})"
 
 
+SHARES = ("share_pos", "share_ctx", "pos_explained", "pos_low_freq")
+"""Columns that are fractions: each lies in [0, 1]."""
+
+NON_NEGATIVE = ("rel_norm_pos", "rel_norm_pos_centred", "pos_rank")
+"""Columns that are norms or counts: none is below 0."""
+
+ROUNDING = 1e-9
+"""How far outside its range a stored number may lie by rounding."""
+
+
+def row_problem(row: Any, n_layers: int | None) -> str | None:
+    """What is wrong with one layer row of the decomposition section, or None."""
+    if not isinstance(row, dict) or type(row.get("layer")) is not int:
+        return "its decomposition section is not a list of layers"
+    layer = row["layer"]
+    if layer < 0 or (n_layers is not None and layer > n_layers):
+        top = f"0 to {n_layers}" if n_layers is not None else "0 or more"
+        return f"it lists layer {layer}, but the model's layers are {top}"
+    for key in (*SHARES, *NON_NEGATIVE):
+        value = row.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return f"layer {layer}'s {key} is {value!r}, not a number"
+        high = 1.0 + ROUNDING if key in SHARES else float("inf")
+        if not -ROUNDING <= value <= high:
+            shown = "[0, 1]" if key in SHARES else "0 or more"
+            return f"layer {layer}'s {key} is {value}, outside {shown}"
+    return None
+
+
 def check_decomposition(run: Run) -> None:
-    """The decomposition section of a run's metrics.json has the shape compare reads."""
+    """The decomposition section of a run's metrics.json has the shape and the ranges
+    compare reads: layers of the model, each once; shares in [0, 1]; norms and ranks not
+    negative. One sentence naming the file as damaged otherwise."""
     if "decomposition" not in run.metrics:
         return
+    rows: list[Any]
     try:
         rows = skip_first_layers(run.metrics)
-        ok = all(isinstance(r, dict) and isinstance(r.get("layer"), int) for r in rows)
     except (AttributeError, TypeError):
-        ok = False
-    if not ok:
-        raise damaged(
-            run.path / "metrics.json", "its decomposition section is not a list of layers", RERUN
-        )
+        rows = [None]
+    n_layers = (run.manifest.get("model") or {}).get("n_layers")
+    n_layers = n_layers if type(n_layers) is int else None
+    seen: set[int] = set()
+    for row in rows:
+        why = row_problem(row, n_layers)
+        if why is None and row["layer"] in seen:
+            why = f"it lists layer {row['layer']} twice"
+        if why is not None:
+            raise damaged(run.path / "metrics.json", why, RERUN)
+        seen.add(row["layer"])
 
 
 def load_runs(paths: list[str | Path]) -> list[Run]:
-    """Open each run; refuse one without a decomposition, naming it."""
+    """Open each run; refuse one without a decomposition, or one given twice, naming it."""
     if len(paths) < 1:
         raise GeomlensError("compare needs at least one run folder.")
-    runs = []
+    given: dict[Path, str | Path] = {}
+    for p in paths:
+        key = Path(p).resolve()
+        if key in given:
+            raise GeomlensError(
+                f"{p} is given twice (also as {given[key]}); give each run folder once."
+            )
+        given[key] = p
+    runs: list[Run] = []
     for p in paths:
         run = open_run(p)
         check_decomposition(run)
