@@ -67,14 +67,14 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 
 def capture_config(args: argparse.Namespace) -> CaptureConfig:
-    """The capture config the capture options of ``args`` make (see ``commands.options``)."""
+    """The capture config the capture options of ``args`` make (see ``config.options``)."""
     from geomlens.config.options import capture_config as make
 
     return make(args)
 
 
 def engine_config(args: argparse.Namespace) -> EngineConfig:
-    """The engine config the capture options of ``args`` make (see ``commands.options``)."""
+    """The engine config the capture options of ``args`` make (see ``config.options``)."""
     from geomlens.config.options import engine_config as make
 
     return make(args)

@@ -88,10 +88,10 @@ def test_parts_add_up_to_the_hidden_states(tiny_gpt2: ModelView):
     [
         ("x" * 40, {}, "at most 32 positions"),
         ([], {}, "at least one text"),
-        (["fine", "   "], {}, "text 1 is empty"),
-        (["one"], {"parts": True}, "at least two texts"),
+        (["fine", "   "], {}, r"texts\[1\] is empty"),
+        (["one"], {"parts": True}, "at least 2 different"),
         (["one"], {"logits": "yes"}, "logits takes True or False"),
-        (["one", 2], {}, "text 1 is a int"),
+        (["one", 2], {}, r"texts\[1\] is int"),
     ],
 )
 def test_refusals_before_any_pass(tiny_gpt2: ModelView, texts, options, words):

@@ -19,8 +19,8 @@ from geomlens.capturing.taps import Taps, chunks, fill_taps
 from geomlens.corpus import make_windows
 from geomlens.engines.shards import capture_shard, plan_shards
 from geomlens.errors import GeomlensError
-from geomlens.io.runfolder import RunFolder
 from geomlens.pipeline.taps import tap_factory
+from geomlens.runs.runfolder import RunFolder
 
 C, T, BATCH = 6, 16, 4
 FACTORY = tap_factory(

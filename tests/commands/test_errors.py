@@ -158,6 +158,64 @@ def batches_before_nan_kept(d: Path, out: Path, mp: pytest.MonkeyPatch) -> None:
     assert (out / "checkpoint" / "state_00001.safetensors").exists()
 
 
+def skip_with_s3fs(d: Path, out: Path, mp: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("s3fs") is not None:
+        pytest.skip("s3fs is installed")
+
+
+def store_of_another_run(d: Path, out: Path, mp: pytest.MonkeyPatch) -> None:
+    store = out.parent / "store"
+    store.mkdir()
+    record = {"format": 1, "run": "0" * 32, "run_folder": "/elsewhere/run", "status": "complete"}
+    (store / "store.json").write_text(json.dumps(record))
+
+
+def store_untouched(d: Path, out: Path, mp: pytest.MonkeyPatch) -> None:
+    store = out.parent / "store"
+    assert sorted(p.name for p in store.iterdir()) == ["store.json"]
+    assert not (out / "manifest.json").exists()
+
+
+def decomposition_rows(*rows: dict) -> Hook:
+    """A copy of the finished run (at ``out``) whose metrics hold these decomposition rows."""
+
+    def hook(d: Path, out: Path, mp: pytest.MonkeyPatch) -> None:
+        shutil.copytree(d / "finished", out)
+        metrics = json.loads((out / "metrics.json").read_text())
+        metrics["decomposition"] = {"skip_first": True, "layers": list(rows)}
+        (out / "metrics.json").write_text(json.dumps(metrics))
+
+    return hook
+
+
+def negative_sum_of_squares(d: Path, out: Path, mp: pytest.MonkeyPatch) -> None:
+    """The finished run, unfinished again, with its statistics edited to a negative sumsq."""
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(d / "finished", out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["status"] = "running"
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    stats = out / "stats" / "decomposition.safetensors"
+    state = load_file(str(stats))
+    state["sumsq"] = -state["sumsq"].abs() - 1.0
+    save_file(state, str(stats))
+
+
+def long_jsonl_line(d: Path, out: Path, mp: pytest.MonkeyPatch) -> None:
+    import geomlens.corpus.sources
+
+    mp.setattr(geomlens.corpus.sources, "MAX_JSONL_LINE", 4096)
+    lines = [json.dumps({"text": "short words"}), json.dumps({"text": "x" * 20_000})]
+    Path(f"{out}-long.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def latin1_text_with_bom(d: Path, out: Path, mp: pytest.MonkeyPatch) -> None:
+    Path(f"{out}-bom.txt").write_bytes(b"\xef\xbb\xbfcaf\xe9 au lait")
+
+
 # the table ------------------------------------------------------------------------------
 
 CASES = [
@@ -264,6 +322,77 @@ CASES = [
         "compare {d}/finished --out {out}",
         ("holds no position/context decomposition",),
     ),
+    # activation stores
+    Case(
+        "activations-dir-s3-without-s3fs",
+        f"capture {TINY} --save-activations --activations-dir s3://bucket/acts",
+        ("s3://bucket/acts needs a package that is not installed",),
+        before=skip_with_s3fs,
+    ),
+    Case(
+        "activations-dir-in-memory",
+        f"capture {TINY} --save-activations --activations-dir memory://acts",
+        ("memory:// location", "vanish when the process ends"),
+    ),
+    Case(
+        "activations-dir-of-another-run",
+        f"capture {TINY} --save-activations --activations-dir {{out}}/../store",
+        ("belongs to another run", "/elsewhere/run", "its own --activations-dir"),
+        before=store_of_another_run,
+        after=store_untouched,
+    ),
+    # degenerate data and damaged numbers
+    Case("one-context-capture", "capture --contexts 1", ("--contexts 1", "at least 2")),
+    Case("cpu-device-index", "capture --device cpu:1", ("--device 'cpu:1' does not exist",)),
+    Case(
+        "negative-sum-of-squares",
+        f"capture {TINY}",
+        ("decomposition.safetensors is unreadable", "negative sum of squares"),
+        before=negative_sum_of_squares,
+    ),
+    Case(
+        "jsonl-line-too-long",
+        f"capture {TINY} --corpus {{out}}-long.jsonl",
+        ("line 2 of", "longer than 0 MiB"),
+        before=long_jsonl_line,
+    ),
+    Case(
+        "text-file-not-utf8-after-a-bom",
+        "walk --model minilm-l6 --text-file {out}-bom.txt",
+        ("not UTF-8 text (byte 6)",),
+        before=latin1_text_with_bom,
+    ),
+    Case("whitespace-only-corpus", "capture --corpus {d}/blank-docs", ("only whitespace",)),
+    Case("task-file-is-a-device", "concepts --task /dev/null", ("not a regular file",)),
+    Case(
+        "compare-the-same-run-twice",
+        "compare {d}/finished {d}/finished --out {out}",
+        ("is given twice",),
+    ),
+    Case(
+        "compare-a-share-out-of-range",
+        "compare {out} --out {out}-cmp",
+        ("metrics.json is unreadable", "share_pos is 5.0, outside [0, 1]"),
+        before=decomposition_rows({"layer": 1, "share_pos": 5.0}),
+    ),
+    Case(
+        "compare-a-layer-the-model-lacks",
+        "compare {out} --out {out}-cmp",
+        ("lists layer 99", "layers are 0 to 6"),
+        before=decomposition_rows({"layer": 99, "share_pos": 0.5}),
+    ),
+    Case(
+        "compare-a-negative-layer",
+        "compare {out} --out {out}-cmp",
+        ("lists layer -5",),
+        before=decomposition_rows({"layer": -5, "share_pos": 0.5}),
+    ),
+    Case(
+        "compare-a-layer-twice",
+        "compare {out} --out {out}-cmp",
+        ("lists layer 2 twice",),
+        before=decomposition_rows({"layer": 2, "share_pos": 0.5}, {"layer": 2, "share_pos": 0.4}),
+    ),
     # run folders and the disk
     Case("out-is-a-file", "capture --out {d}/table.csv", ("is a file; give a folder",)),
     Case(
@@ -357,6 +486,9 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (d / "two-docs").mkdir()
     for k in range(2):
         (d / "two-docs" / f"{k}.txt").write_text("the geometry of language models " * 20)
+    (d / "blank-docs").mkdir()
+    for k in range(3):
+        (d / "blank-docs" / f"{k}.txt").write_text(" \n\t " * k)
     (d / "latin1.txt").write_bytes("caf\u00e9\nna\u00efve\n".encode("latin-1"))
     (d / "one-noun.txt").write_text("cat\n")
     (d / "broken-task.json").write_text('{"examples": [')

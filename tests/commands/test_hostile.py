@@ -39,7 +39,7 @@ from geomlens.errors import (
 )
 from geomlens.io.files import content_hash, inside, safetensors_header_problem
 from geomlens.io.jsontext import JSONTextError, loads
-from geomlens.io.runfolder import FINGERPRINT_VERSION, model_fingerprint
+from geomlens.runs.runfolder import FINGERPRINT_VERSION, model_fingerprint
 from geomlens.stats.decomposition import DecompositionAccumulator, clamped_at_zero
 from geomlens.stats.eigen import top_eigenvalue
 from geomlens.stats.finite import require_finite
@@ -186,7 +186,7 @@ def test_non_finite_statistics_are_never_saved_as_finished(d, tmp_path, capsys, 
 
 
 def test_metrics_with_a_non_finite_number_are_not_written(tmp_path):
-    from geomlens.io.runfolder import write_json
+    from geomlens.runs.runfolder import write_json
 
     with pytest.raises(NonFiniteResult, match=r"capture.layers\[1\].rms_norm of metrics.json"):
         write_json(
@@ -530,7 +530,7 @@ SAVING_TERMINATED = textwrap.dedent(
     from pathlib import Path
     import torch
     import geomlens.capturing.store as store
-    def save_file(tensors, filename):
+    def save_file(tensors, filename, metadata=None):
         Path(filename).write_bytes(b"half")
         os.kill(os.getpid(), signal.SIGTERM)
     store.save_file = save_file

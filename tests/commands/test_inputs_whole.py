@@ -25,7 +25,7 @@ from safetensors.torch import load_file, save_file
 from tiny_models import char_tokenizer
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-import geomlens.reporting.compare as compare
+import geomlens.analyses.compare as compare
 from geomlens.cli import main
 from geomlens.corpus import load_corpus
 from geomlens.corpus.sources import MAX_DOCUMENT_CHARS

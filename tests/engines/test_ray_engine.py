@@ -23,7 +23,7 @@ from geomlens.engines import EngineConfig
 from geomlens.engines.merge import merge_shards, tree_reduce
 from geomlens.engines.shards import ShardResult, capture_shard, plan_shards
 from geomlens.errors import GeomlensError
-from geomlens.io.runfolder import open_run
+from geomlens.runs.runfolder import open_run
 from geomlens.stats import CapturedBatch, DecompositionAccumulator
 
 #: float64 sums merged in another order: the documented tolerance (relative)
@@ -322,6 +322,7 @@ def test_local_engine_writes_activations_where_asked_and_reads_them_back(minilm,
     assert sorted(p.name for p in (tmp_path / "elsewhere").iterdir()) == [
         "shard_00000.safetensors",
         "shard_00001.safetensors",
+        "store.json",
     ]
     store = open_run(run.path).activations
     assert store is not None and store.layer(2).shape == (3, 8, 384)

@@ -127,3 +127,59 @@ def bounded(func: Callable[P, R]) -> Callable[P, R]:
             return func(*args, **kwargs)
 
     return wrapper
+
+
+def text_list(where: str, value: Any, what: str = "texts", distinct: int = 1) -> list[str]:
+    """The caller's text or texts as a list of str, or one sentence in the caller's words.
+
+    A str is one text; a list or tuple holds texts. Refused: bytes (decode them first),
+    anything else that is not a str or a list of str (a number, None), a text that is
+    empty or only whitespace, a text that is not valid Unicode (a lone surrogate, which no
+    tokenizer or file can hold), and fewer than ``distinct`` different texts (a copy of a
+    text adds nothing to compare).
+
+    Args:
+        where: the function, as the caller wrote it (``geomlens.activations()``), or ""
+            (the sentence starts with the argument).
+        what: the argument's name (``texts``, ``corpus``).
+    """
+    where = f"{where}: " if where else ""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        raise GeomlensError(
+            f"{where}{what} takes a str or a list of str, not bytes; decode them first, "
+            "e.g. data.decode('utf-8')."
+        )
+    if isinstance(value, str):
+        items: list[Any] = [value]
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    else:
+        raise GeomlensError(
+            f"{where}{what} takes a str or a list of str (got {type(value).__name__} "
+            f"{value!r:.60})."
+        )
+    if not items:
+        raise GeomlensError(f"{where}{what} is an empty list; give at least one text.")
+    for i, text in enumerate(items):
+        if not isinstance(text, str):
+            raise GeomlensError(
+                f"{where}{what}[{i}] is {type(text).__name__} {text!r:.40}, not a str."
+            )
+        if not text.strip():
+            raise GeomlensError(f"{where}{what}[{i}] is empty or only whitespace; give words.")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise GeomlensError(
+                f"{where}{what}[{i}] holds {text[exc.start]!r} at character {exc.start}, a "
+                "lone surrogate that is not valid Unicode text; remove it (or decode the "
+                "source with errors='replace')."
+            ) from None
+    found = len(set(items))
+    if found < distinct:
+        raise GeomlensError(
+            f"{where}{what} holds {found} different text{'s' if found != 1 else ''} "
+            f"({len(items)} given), but it needs at least {distinct} different ones: a copy "
+            "of a text adds nothing to compare; give different texts."
+        )
+    return items

@@ -34,12 +34,13 @@ F = TypeVar("F", bound=Callable[..., Any])
 class CaptureOptions(TypedDict, total=False):
     """The keyword arguments every capturing function takes (``capture``'s; the command
     line's capture options), for type checkers: the names and types of
-    ``commands.options.CaptureArguments``, the one declaration (with the defaults, help
+    ``config.options.CaptureArguments``, the one declaration (with the defaults, help
     and flags), in its order. A test keeps the two the same."""
 
     model: str | Path
     corpus: str | Path | Sequence[str]
-    contexts: int
+    contexts: int | Literal["auto"]
+    budget: float
     length: int
     layers: Sequence[int] | None
     batch_size: int
@@ -63,7 +64,7 @@ class CaptureOptions(TypedDict, total=False):
 
 
 CAPTURE_DEFAULTS: dict[str, Any] = option_defaults()
-"""The capture options' defaults, as ``commands.options.CaptureArguments`` declares them
+"""The capture options' defaults, as ``config.options.CaptureArguments`` declares them
 (the command line's: SmolLM2, BBC, 128 x 128, ...)."""
 
 _FIRST = ("model", "corpus", "contexts", "length", "layers")
@@ -120,7 +121,9 @@ def capture(
     Args:
         model: bundled name, folder, .gguf or HF id.
         corpus: "bbc", a folder of .txt files, a .jsonl file, or a list of texts.
-        contexts: C, the number of windows.
+        contexts: C, the number of windows, or "auto": grown in chunks until the position
+            claims are decided (docs/decomposition.md, "--contexts auto").
+        budget: with ``contexts="auto"``, minutes of capture and looks at most.
         length: T, tokens per window.
         layers: hidden-state layers kept (None: all).
         batch_size: windows per forward pass.

@@ -15,21 +15,16 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from geomlens.errors import GeomlensError
-
 FOLDER = "texts"
 """Where the files lie, under the geomlens cache (``$GEOMLENS_CACHE``)."""
 
 
 def corpus_file(texts: Sequence[str]) -> Path:
     """The ``.jsonl`` corpus file of ``texts`` (written once, atomically)."""
-    from geomlens.models.cache import cache_root
+    from geomlens.api.checks import text_list
+    from geomlens.io.files import cache_root
 
-    if not texts:
-        raise GeomlensError("corpus= got an empty list; give at least one text.")
-    for i, text in enumerate(texts):
-        if not isinstance(text, str) or not text.strip():
-            raise GeomlensError(f"corpus= text {i} is empty or not a str; give some words.")
+    texts = text_list("", list(texts) if isinstance(texts, tuple) else texts, "corpus")
     body = "".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts)
     digest = hashlib.sha256(body.encode("utf-8")).hexdigest()[:20]
     path = cache_root() / FOLDER / f"texts-{digest}.jsonl"
@@ -45,4 +40,8 @@ def corpus_name(corpus: str | Path | Sequence[str]) -> str | Path:
     """``corpus`` as the commands take it: a list of texts becomes its cached file."""
     if isinstance(corpus, (str, Path)):
         return corpus
+    if not isinstance(corpus, (list, tuple)):  # bytes, a number, None: the caller's words
+        from geomlens.api.checks import text_list
+
+        text_list("", corpus, "corpus")
     return corpus_file(list(corpus))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from geomlens.analyses import result
 from geomlens.api.checks import bounded
 from geomlens.corpus import sources, windows
-from geomlens.io import runfolder
+from geomlens.runs import runfolder
 
 open_run = bounded(runfolder.open_run)
 open_result = bounded(result.open_result)

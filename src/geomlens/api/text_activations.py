@@ -52,13 +52,17 @@ class Parts:
 
     def shares(self) -> dict[str, torch.Tensor]:
         """Per layer, the share of ``sum |h - mu|^2`` in each part: [layers + 1] each
-        ("pos", "ctx", "resid"; they sum to 1)."""
+        ("pos", "ctx", "resid"; each in [0, 1], they sum to 1 up to rounding)."""
         C, T = self.ctx.shape[1], self.pos.shape[1]
         pos = C * self.pos.pow(2).sum(dim=(1, 2))
         ctx = T * self.ctx.pow(2).sum(dim=(1, 2))
         resid = self.resid.pow(2).sum(dim=(1, 2, 3))
         total = pos + ctx + resid
-        return {"pos": pos / total, "ctx": ctx / total, "resid": resid / total}
+        # rounding may put a share a few ulps outside [0, 1] (1.0000000000000004, -4e-16)
+        return {
+            name: (part / total).clamp(0.0, 1.0)
+            for name, part in (("pos", pos), ("ctx", ctx), ("resid", resid))
+        }
 
 
 def decompose_states(hidden: Sequence[torch.Tensor]) -> Parts:
@@ -120,24 +124,19 @@ class Activations:
         )
 
 
-def as_texts(texts: str | Sequence[str]) -> list[str]:
-    """``texts`` as a non-empty list of non-empty strings, or one sentence saying what is wrong."""
-    items = [texts] if isinstance(texts, str) else list(texts)
-    if not items:
-        raise GeomlensError("geomlens.activations() needs at least one text; got an empty list.")
-    if len(items) > MAX_TEXTS:
+def as_texts(texts: Any, distinct: int = 1) -> list[str]:
+    """``texts`` as a non-empty list of texts (``api.checks.text_list``), at most
+    ``MAX_TEXTS``, at least ``distinct`` of them different; or one sentence saying what is
+    wrong in the caller's words."""
+    from geomlens.api.checks import text_list
+
+    where = "geomlens.activations()"
+    if isinstance(texts, (list, tuple)) and len(texts) > MAX_TEXTS:
         raise GeomlensError(
-            f"geomlens.activations() reads at most {MAX_TEXTS} texts at once (got "
-            f"{len(items)}); call it on smaller lists, or run a corpus command with corpus=."
+            f"{where} reads at most {MAX_TEXTS} texts at once (got {len(texts)}); call it on "
+            "smaller lists, or run a corpus command with corpus=."
         )
-    for i, text in enumerate(items):
-        if not isinstance(text, str):
-            raise GeomlensError(
-                f"geomlens.activations(): text {i} is a {type(text).__name__}, not a str."
-            )
-        if not text.strip():
-            raise GeomlensError(f"geomlens.activations(): text {i} is empty; give some words.")
-    return items
+    return text_list(where, texts, "texts", distinct)
 
 
 def tokenized(view: ModelView, texts: Sequence[str]) -> list[torch.Tensor]:
@@ -257,12 +256,12 @@ def read_texts(
     check_flags(
         attentions=attentions, logits=logits, parts=parts, trust_remote_code=trust_remote_code
     )
-    items = as_texts(texts)
-    if parts and len(items) < 2:
+    if parts and isinstance(texts, str):
         raise GeomlensError(
             "geomlens.activations(parts=True) compares texts position by position, so it "
-            "needs at least two texts; give a list of two or more."
+            "needs at least two different texts; give a list of two or more."
         )
+    items = as_texts(texts, distinct=2 if parts else 1)
     view = resolved_view(model, device, dtype, trust_remote_code)
     if logits and view.kind != "decoder":
         raise GeomlensError(

@@ -16,9 +16,9 @@ from geomlens.config.options import (
     finished,
 )
 from geomlens.config.run import CaptureRunConfig
-from geomlens.io.runfolder import Run
 from geomlens.models.view import ModelView
 from geomlens.pipeline import run as pipeline
+from geomlens.runs.runfolder import Run
 
 
 def run_capture(config: CaptureConfig, out: str | Path, **kwargs: Any) -> Run:

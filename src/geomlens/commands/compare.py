@@ -1,5 +1,5 @@
 """``geomlens compare``: the per-layer numbers and the papers' claims of several finished
-runs side by side (``geomlens.reporting.compare``).
+runs side by side (``geomlens.analyses.compare``).
 
 Each run's metrics.json is checked first, like every other reader of a run folder: the
 decomposition's layers are objects whose numbers are numbers (finite: the JSON reader
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from geomlens.io.files import damaged, json_kind
-from geomlens.io.runfolder import RERUN, open_run
+from geomlens.runs.runfolder import RERUN, open_run
 
 HELP = "per-layer numbers and the papers' claims of several runs side by side"
 
@@ -98,7 +98,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from geomlens.reporting.compare import write_compare
+    from geomlens.analyses.compare import write_compare
 
     for path in args.runs:
         check_run(path)

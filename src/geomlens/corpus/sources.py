@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import itertools
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,12 +40,15 @@ class Document:
         label: topic label; "" when the source has none.
         doc_id: stable id within its corpus, e.g. "business/001.txt" or "line 17".
         cut: the text was longer than ``MAX_DOCUMENT_CHARS`` and was cut to that length.
+        decoding: how the file's bytes became text: "utf-8"; "utf-8, replaced" (UTF-8 text
+            with a few stray bytes, each read as U+FFFD); "latin-1" (no UTF-8 at all).
     """
 
     text: str
     label: str
     doc_id: str
     cut: bool = False
+    decoding: str = "utf-8"
 
 
 @dataclass(frozen=True)
@@ -60,24 +65,38 @@ class Corpus:
     name: str
     documents: tuple[Document, ...] = field(repr=False)
     fingerprint: str
+    blank: tuple[str, ...] = ()
+    """Ids of the documents left out because they hold only whitespace."""
 
     @classmethod
-    def from_documents(cls, name: str, documents: list[Document] | tuple[Document, ...]) -> Corpus:
+    def from_documents(
+        cls,
+        name: str,
+        documents: list[Document] | tuple[Document, ...],
+        blank: tuple[str, ...] = (),
+    ) -> Corpus:
         """Build a corpus from documents: sorts them by doc_id and computes the fingerprint.
+        A document of whitespace only is left out (it has no context to measure); its id
+        is kept in ``blank``, which the manifest records.
 
         Raises:
             GeomlensError: if there are no documents or two share a doc_id.
         """
-        docs = tuple(sorted(documents, key=lambda d: _natural_key(d.doc_id)))
+        blank = (*blank, *(d.doc_id for d in documents if not d.text.strip()))
+        kept = [d for d in documents if d.text.strip()]
+        docs = tuple(sorted(kept, key=lambda d: _natural_key(d.doc_id)))
         if not docs:
-            raise GeomlensError(f"corpus '{name}' has no documents; give it at least one text.")
+            left = f" ({len(blank)} hold only whitespace)" if blank else ""
+            raise GeomlensError(
+                f"corpus '{name}' has no documents{left}; give it at least one text."
+            )
         ids = [d.doc_id for d in docs]
         if len(set(ids)) != len(ids):
             dup = next(i for i, j in zip(ids, ids[1:], strict=False) if i == j)
             raise GeomlensError(
                 f"corpus '{name}' has two documents with id '{dup}'; ids must be unique."
             )
-        return cls(name=name, documents=docs, fingerprint=_fingerprint(docs))
+        return cls(name=name, documents=docs, fingerprint=_fingerprint(docs), blank=blank)
 
     def __len__(self) -> int:
         return len(self.documents)
@@ -91,7 +110,7 @@ class Corpus:
         """What a run manifest records of the corpus: source, size, fingerprint, and which
         documents were cut (their count and the first few ids)."""
         cut = self.cut_documents
-        return {
+        record: dict[str, object] = {
             "name": self.name,
             "documents": len(self.documents),
             "fingerprint": self.fingerprint,
@@ -99,6 +118,12 @@ class Corpus:
             "documents_cut": len(cut),
             "cut_examples": list(cut[:5]),
         }
+        recoded = [f"{d.doc_id}: {d.decoding}" for d in self.documents if d.decoding != "utf-8"]
+        if recoded:  # said only when it happened, so earlier manifests stay as they were
+            record.update(documents_not_utf8=len(recoded), not_utf8_examples=recoded[:5])
+        if self.blank:
+            record.update(documents_blank=len(self.blank), blank_examples=list(self.blank[:5]))
+        return record
 
     @property
     def label_names(self) -> tuple[str, ...]:
@@ -157,9 +182,12 @@ def _bbc_root() -> Path:
 
 
 def _read_folder(root: Path, name: str) -> list[Document]:
-    """Every *.txt below `root` (hidden files and folders skipped), labelled by top subfolder."""
+    """Every *.txt below `root`, in any case (``B.TXT``, ``c.Txt``; hidden files and folders
+    skipped), labelled by top subfolder."""
     docs = []
-    for path in root.rglob("*.txt"):
+    for path in root.rglob("*"):
+        if path.suffix.lower() != ".txt":
+            continue
         rel = path.relative_to(root)
         if any(part.startswith(".") for part in rel.parts) or not path.is_file():
             continue
@@ -169,8 +197,9 @@ def _read_folder(root: Path, name: str) -> list[Document]:
                 "rename it (and its folder) in UTF-8, as document ids and labels are text."
             )
         label = rel.parts[0] if len(rel.parts) > 1 else ""
-        text, cut = _read_text(path)
-        docs.append(Document(text=text, label=label, doc_id=rel.as_posix(), cut=cut))
+        text, cut, decoding = _read_text(path)
+        doc_id = rel.as_posix()
+        docs.append(Document(text=text, label=label, doc_id=doc_id, cut=cut, decoding=decoding))
     if not docs:
         raise GeomlensError(
             f"corpus folder '{name}' has no .txt files; put one text per .txt file in it "
@@ -192,12 +221,38 @@ def _looks_binary(data: bytes) -> bool:
     return controls > _MAX_CONTROL_SHARE * len(data)
 
 
-def _read_text(path: Path) -> tuple[str, bool]:
-    """Decode a text file as UTF-8 (a BOM is dropped), falling back to latin-1; and whether
-    it was cut to ``MAX_DOCUMENT_CHARS`` characters.
+MAX_STRAY_SHARE = 0.01
+"""Most invalid bytes, as a share of the non-ASCII bytes, for a file to be read as UTF-8
+with those bytes replaced; a file with more, or with no valid UTF-8 sequence at all, is
+read as latin-1."""
 
-    Latin-1 is the fallback because real corpora hold such files (one BBC article does);
-    bytes that are no text at all (see `_looks_binary`) are refused. At most
+
+def _decode(data: bytes) -> tuple[str, str]:
+    """Text of a file's bytes and how it was decoded (see ``Document.decoding``).
+
+    UTF-8 (a BOM dropped) when it is; UTF-8 with stray bytes replaced by U+FFFD when its
+    non-ASCII bytes are valid UTF-8 but for a few (one damaged byte in a UTF-8 file must
+    not turn every accented letter into two latin-1 ones); else latin-1, which real corpora
+    hold (one BBC article is latin-1) and which decodes any bytes.
+    """
+    try:
+        return data.decode("utf-8-sig"), "utf-8"
+    except UnicodeDecodeError:
+        pass
+    replaced = data.decode("utf-8-sig", errors="replace")
+    stray = replaced.count("\ufffd") - data.decode("utf-8-sig", "ignore").count("\ufffd")
+    high = sum(1 for b in data if b >= 0x80)
+    valid_multibyte = any(ord(c) >= 0x80 and c != "\ufffd" for c in replaced)
+    if valid_multibyte and stray <= MAX_STRAY_SHARE * high:
+        return replaced, "utf-8, replaced"
+    return data.decode("latin-1"), "latin-1"
+
+
+def _read_text(path: Path) -> tuple[str, bool, str]:
+    """Decode a text file (``_decode``); whether it was cut to ``MAX_DOCUMENT_CHARS``
+    characters; how it was decoded (recorded in the run's manifest when not UTF-8).
+
+    Bytes that are no text at all (see `_looks_binary`) are refused. At most
     ``4 * MAX_DOCUMENT_CHARS`` bytes are read (no character is longer in UTF-8), so a huge
     file costs no more memory than the text that is kept.
     """
@@ -217,15 +272,16 @@ def _read_text(path: Path) -> tuple[str, bool]:
             "save it as UTF-8 text."
         )
     # A read that stopped inside a character leaves up to 3 bytes of it: drop them.
-    for end in range(len(data), max(len(data) - 4, -1), -1) if more else (len(data),):
-        try:
-            text = data[:end].decode("utf-8-sig")
-            break
-        except UnicodeDecodeError:
-            continue
-    else:
-        text = data.decode("latin-1")
-    return _cut(text, more)
+    if more:
+        for end in range(len(data), max(len(data) - 4, -1), -1):
+            try:
+                data[:end].decode("utf-8-sig")
+                data = data[:end]
+                break
+            except UnicodeDecodeError:
+                continue
+    text, decoding = _decode(data)
+    return (*_cut(text, more), decoding)
 
 
 def _cut(text: str, longer: bool = False) -> tuple[str, bool]:
@@ -235,21 +291,50 @@ def _cut(text: str, longer: bool = False) -> tuple[str, bool]:
     return text, longer
 
 
-def _read_jsonl(path: Path, name: str, text_field: str, label_field: str) -> list[Document]:
-    """One document per non-blank line; doc_id "line N" counts lines from 1, blanks included."""
+MAX_JSONL_LINE = 64 * 2**20
+"""Longest line of a .jsonl corpus, in bytes. A line is one JSON object, parsed whole; a
+document of ``MAX_DOCUMENT_CHARS`` characters takes at most 24 MB as JSON (``\\uXXXX`` per
+character), so a longer line holds more than any window reads, and reading it whole would
+cost several times its size in memory."""
+
+
+def _jsonl_lines(path: Path, name: str) -> Iterator[tuple[int, str]]:
+    """(line number from 1, text) of each line of a UTF-8 .jsonl file (a BOM dropped),
+    read one bounded line at a time: a line over ``MAX_JSONL_LINE`` bytes is refused
+    before it is held whole."""
+    offset = 0
     try:
-        content = path.read_bytes().decode("utf-8-sig")
+        with path.open("rb") as f:
+            for number in itertools.count(1):
+                raw = f.readline(MAX_JSONL_LINE + 1)
+                if not raw:
+                    return
+                if len(raw) > MAX_JSONL_LINE and not raw.endswith(b"\n"):
+                    raise GeomlensError(
+                        f"line {number} of '{name}' is longer than {MAX_JSONL_LINE >> 20} MiB, "
+                        "more than any document geomlens reads; split or shorten that document."
+                    )
+                try:
+                    line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+                except UnicodeDecodeError as exc:
+                    bom = 3 if number == 1 and raw.startswith(b"\xef\xbb\xbf") else 0
+                    raise GeomlensError(
+                        f"corpus file '{name}' is not valid UTF-8 (byte {offset + exc.start + bom}"
+                        "); save it as UTF-8."
+                    ) from None
+                offset += len(raw)
+                yield number, line.removesuffix("\n")
     except OSError as exc:
         raise GeomlensError(
             f"cannot read corpus file '{name}' ({exc.strerror}); check the path and permissions."
         ) from exc
-    except UnicodeDecodeError as exc:
-        raise GeomlensError(
-            f"corpus file '{name}' is not valid UTF-8 (byte {exc.start}); save it as UTF-8."
-        ) from exc
+
+
+def _read_jsonl(path: Path, name: str, text_field: str, label_field: str) -> list[Document]:
+    """One document per non-blank line; doc_id "line N" counts lines from 1, blanks included."""
     docs = []
     # Split on "\n" only: str.splitlines would also break at U+2028 inside JSON strings.
-    for number, line in enumerate(content.split("\n"), start=1):
+    for number, line in _jsonl_lines(path, name):
         if not line.strip():
             continue
         where = f"line {number} of '{name}'"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from geomlens.io.runfolder import Run
 from geomlens.reporting import interactive as plots
 from geomlens.reporting.html import paper, plot, readings, table
 from geomlens.reporting.section import Section, pct
+from geomlens.runs.runfolder import Run
 
 
 def attention_section(run: Run) -> str:

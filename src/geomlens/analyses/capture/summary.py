@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from geomlens.io.runfolder import Run
 from geomlens.reporting import interactive
+from geomlens.runs.runfolder import Run
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
