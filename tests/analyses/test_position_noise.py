@@ -63,9 +63,10 @@ def test_corrected_estimators_recover_rank_and_frequency_where_the_plain_ones_do
     pooled = groups.pooled
     assert found.noise_share == pytest.approx(share, abs=0.04)
     # rank: the 8 planted directions, all found above the noise floor; the plain 95%-energy
-    # rank counts noise directions, the corrected one misses at most one of 8 equal ones
-    # (noise spreads equal eigenvalues apart)
-    assert found.rank == 8 and found.rank95 in (7, 8)
+    # rank counts noise directions; the corrected one reads K+ (PSD), whose positive noise
+    # eigenvalues beyond the negative spread add a few directions (9-12 at these shares)
+    assert found.rank == 8 and 7 <= found.rank95 <= 13
+    assert found.stable_rank >= 1.0 and np.all(found.eigenvalues >= 0)
     assert spectra.energy_rank(spectra.singular_values(pooled)) > 30
     # frequency: the planted spiral keeps nearly all its energy in the lowest 10% of
     # frequencies; the plain estimate loses a third or more of it to the noise (under half

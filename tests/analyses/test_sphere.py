@@ -103,10 +103,14 @@ def test_lens_last_layer_is_the_models_logits(smollm2):
 
 
 def test_lens_minilm_reads_through_tied_embeddings(minilm):
-    assert lens.readout_description(minilm).startswith("tied W_E^T (no LM head)")
+    assert lens.readout_description(minilm).startswith(
+        "the token embedding table's transpose (no LM head)"
+    )
     ids, hidden = _prompt(minilm)
     h = hidden[minilm.n_layers]
-    torch.testing.assert_close(lens.lens_logits(minilm, h), h @ minilm.W_E.T)
+    table = minilm.model.get_input_embeddings().weight.detach()
+    torch.testing.assert_close(minilm.W_U, table.T)
+    torch.testing.assert_close(lens.lens_logits(minilm, h), h @ table.T)
 
 
 # ------------------------------------------------------------------ top tokens
@@ -310,7 +314,7 @@ def test_run_sphere_minilm_deterministic(minilm, tmp_path, small_umap):
     a, b = ((r.path / "metrics.json").read_bytes() for r in runs)
     assert a == b  # same config and seed: same metrics.json, byte for byte
     m = runs[0].metrics["sphere"]
-    assert m["readout"].startswith("tied W_E^T (no LM head)")
+    assert m["readout"].startswith("the token embedding table's transpose (no LM head)")
     assert m["placement"] == "post" and m["identity"]["max_rel_err"] <= 1e-5
     assert m["top_tokens"]["readout_norm"] == "blocks.5.norm_mlp"
     assert m["ffn"]["prompt"]["attribution"] == "direction only (post-norm)"

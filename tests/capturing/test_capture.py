@@ -10,7 +10,7 @@ from geomlens.capturing import CaptureConfig, hidden_states
 from geomlens.commands.capture import run_capture
 from geomlens.corpus import make_windows
 from geomlens.errors import GeomlensError
-from geomlens.io.runfolder import open_run
+from geomlens.runs.runfolder import open_run
 
 
 @pytest.mark.parametrize("name", ["smollm2", "minilm"])

@@ -31,6 +31,7 @@ FLAGS = [
     "--model",
     "--corpus",
     "--contexts",
+    "--budget",
     "--length",
     "--layers",
     "--batch-size",
@@ -52,8 +53,8 @@ FLAGS = [
     "--threads",
     "--activations-dir",
 ]
-"""The capture options' flags, in the order of ``--help`` (unchanged since they were
-written out by hand)."""
+"""The capture options' flags, in the order of ``--help`` (as they were written out by hand,
+and ``--budget`` of ``--contexts auto``)."""
 
 
 def test_the_default_of_contexts_is_written_once_in_src():
@@ -131,3 +132,42 @@ def test_an_option_filling_a_config_fills_a_field_it_has():
         if option.fills != "run":
             assert (option.field or name) in filled[option.fills], name
     assert capture == {n for n, o in OPTIONS.items() if o.fills == "capture"}
+
+
+def test_contexts_auto_is_the_first_look_and_a_budget_in_the_run_config():
+    """``--contexts auto --budget 5``: the capture config starts at the default contexts,
+    the run config keeps "auto" and the budget, the run's identity says both, and the
+    request carries the rule the decomposition registers."""
+    from geomlens.analyses import registry
+    from geomlens.analyses.decomposition import sequential
+    from geomlens.analyses.decomposition.command import DecomposeConfig
+    from geomlens.pipeline.request import AutoContexts
+
+    argv = ["decompose", "--contexts", "auto", "--budget", "5"]
+    made = DecomposeConfig.of(capture_options(build_parser(argv).parse_args(argv), "skip_first"))
+    assert made.auto_contexts and made.budget == 5.0
+    assert made.capture.contexts == CaptureConfig().contexts
+    plain = ["decompose", "--contexts", "64"]
+    fixed = DecomposeConfig.of(capture_options(build_parser(plain).parse_args(plain), "skip_first"))
+    assert not fixed.auto_contexts and fixed.capture.contexts == 64
+    request = registry.run_request("decompose", made.capture, "out", auto=AutoContexts(5.0))
+    assert request.auto is not None and request.auto.rule is sequential.RULE
+    identity = request.identity()
+    assert identity["contexts"] == "auto" and identity["budget"] == 5.0
+    assert registry.run_request("decompose", fixed.capture, "out").identity()["contexts"] == 64
+
+
+@pytest.mark.parametrize("argv", [["--contexts", "many"], ["--budget", "0"], ["--budget", "nan"]])
+def test_contexts_and_budget_refuse_what_they_cannot_read(argv):
+    from geomlens.cli import UsageError
+
+    with pytest.raises(UsageError, match=argv[0]):
+        build_parser(["capture"]).parse_args(["capture", *argv])
+
+
+def test_the_api_refuses_a_budget_of_no_minutes_before_loading(tmp_path):
+    from geomlens.errors import GeomlensError
+
+    with pytest.raises(GeomlensError, match="--budget takes a positive number of minutes"):
+        api.capture(contexts="auto", budget=0.0, out=str(tmp_path / "run"))
+    assert not (tmp_path / "run").exists()

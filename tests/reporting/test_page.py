@@ -18,10 +18,10 @@ import pytest
 from geomlens.analyses.attention.section import attention_section
 from geomlens.analyses.decomposition.section import TABLE_KEYS
 from geomlens.analyses.sphere.section import sphere_section
-from geomlens.io.runfolder import Run
 from geomlens.reporting.glossary import GLOSSARY, describe, descriptions
 from geomlens.reporting.html import number, rounded
 from geomlens.reporting.interactive import fewer_slider_steps
+from geomlens.runs.runfolder import Run
 
 
 def test_glossary_describes_every_per_layer_key_of_a_report(minilm_report: Path) -> None:

@@ -7,10 +7,11 @@ from typing import Any
 
 from geomlens.analyses.decomposition.schema import run_published
 from geomlens.analyses.decomposition.section import decomposition_readings
-from geomlens.io.runfolder import Run
-from geomlens.reporting.claims import counted, text
-from geomlens.reporting.html import escape, readings, table
+from geomlens.reporting.claims import count_sentence, counted, text
+from geomlens.reporting.claims_figure import claims_figure
+from geomlens.reporting.html import escape, plot, readings, table
 from geomlens.reporting.section import Section
+from geomlens.runs.runfolder import Run
 
 
 def summary_section(run: Run) -> str:
@@ -24,16 +25,10 @@ def summary_section(run: Run) -> str:
     lines += decomposition_readings(m)[:2]
     count = counted(m.get("claims", []))
     lines.append(
-        f"{count['reproduced']} of the {count['claims']} claims measured here are reproduced"
+        count_sentence(count)
         + (
-            f", {count['inconclusive']} inconclusive (a guard fired or the 95% interval holds "
-            "the threshold)"
+            " (inconclusive: a guard fired or the 95% interval holds the threshold)"
             if count["inconclusive"]
-            else ""
-        )
-        + (
-            f"; {count['not applicable']} do not apply to this model"
-            if count["not applicable"]
             else ""
         )
         + (
@@ -56,12 +51,15 @@ def claims_section(run: Run) -> str:
     rows = []
     found = run.metrics.get("claims", [])  # (the page computes those of older runs)
     methods = list(dict.fromkeys(c["interval"] for c in found))  # each said once, numbered
+    shared = shared_reasons(found)  # a reason several claims share is said once, below
     for c in found:
         css = VERDICT_CSS.get(c["verdict"], "verdict-not")
         if c["verdict"].startswith(("not applicable", "not measured")):
             css = ""
         verdict = escape(c["verdict"])
-        if c.get("why"):
+        if c.get("why") in shared:
+            verdict += f'<br><span class="note">reason {shared.index(c["why"]) + 1} below</span>'
+        elif c.get("why"):
             verdict += f'<br><span class="note">{escape(c["why"])}</span>'
         if c.get("kind", "claim") != "claim":
             verdict += f'<br><span class="note">({escape(c["kind"])}, not counted)</span>'
@@ -87,40 +85,91 @@ def claims_section(run: Run) -> str:
         "summary. docs/claims.md lists every claim's scope, rule, guards and threshold.</p>"
     )
     body = "".join(rows)
+    reasons = "".join(
+        f'<p class="note">Reason {i}, shared by '
+        f"{sum(c.get('why') == why for c in found)} claims: {escape(why)}</p>"
+        for i, why in enumerate(shared, 1)
+    )
     published = published_tables(run_published(run.metrics, run.manifest))
+    figure = claims_figure(found)
+    glance = (
+        plot(
+            figure,
+            "claims-glance",
+            "Each claim's number and 95% interval against its threshold, coloured by verdict",
+            "the threshold is at 1 on every row, and the claim holds to the right of it (a "
+            "'<=' rule is inverted); open diamonds mark the nearest published model's value",
+        )
+        if figure is not None
+        else ""
+    )
     return (
-        f'{note}<table class="numbers claims"><thead><tr>{head}</tr></thead>'
-        f"<tbody>{body}</tbody></table>"
+        f'{glance}{note}<table class="numbers claims"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{body}</tbody></table>{reasons}"
         f'<p class="note">How each interval is drawn: {intervals}.</p>{published}'
     )
 
 
+def shared_reasons(found: list[dict[str, Any]]) -> list[str]:
+    """The reasons (``why``) two or more claims give, in the order they first appear."""
+    reasons = [c["why"] for c in found if c.get("why")]
+    return [why for why in dict.fromkeys(reasons) if reasons.count(why) > 1]
+
+
 def published_tables(published: dict[str, Any] | None) -> str:
-    """The paper's per-layer numbers for this run's model beside the run's ("" when the
-    paper gives none for it): one table per quantity, a row per layer."""
+    """The paper's per-layer numbers for this run's model, or the nearest published model of
+    its kind, beside the run's ("" when the paper gives none of its kind): one table per
+    quantity, a row per layer of the run with the published layer beside it (mapped by
+    relative depth), then the topic similarities, the source, the setup and its caveats."""
     if not published:
         return ""
+    nearest = published.get("nearest") or ""
+    mapping = published.get("mapping") or {}
     out = (
-        f"<h3>Published numbers for {escape(published['model'])}</h3>"
+        f"<h3>Published numbers for {escape(published['model'])}"
+        + (" (the nearest published model)" if nearest else "")
+        + "</h3>"
         f'<p class="note">{escape(published["source"])}. Their setup: '
         f"{escape(published['setup'])}. This run's numbers leave position 0 out, as theirs "
-        "do; other windows and corpora make them comparable in kind, not digit for digit.</p>"
+        "do; other windows and corpora make them comparable in kind, not digit for digit."
+        + (f" {escape(nearest[:1].upper() + nearest[1:])}." if nearest else "")
+        + (
+            f" Layers: {escape(mapping['rule'])} (L = {mapping['run_layers']}, "
+            f"L_pub = {mapping['published_layers']})."
+            if mapping
+            else ""
+        )
+        + "".join(f" Caveat: {escape(c)}." for c in published.get("caveats") or [])
+        + "</p>"
     )
+    at = mapping.get("layers") or {}
     for q in published["quantities"]:
         corpora = list(q["published"])
         ours = q["ours"]
         rows = [
-            [layer, value, *(q["published"][c]["layers"].get(layer) for c in corpora)]
+            [layer, at.get(layer, layer), value]
+            + [q["published"][c]["layers"].get(layer) for c in corpora]
             for layer, value in ours["layers"].items()
         ]
         rows.append(
             [
                 "median",
+                "",
                 text(ours["median"], "g", low=ours["low"], high=ours["high"]),
                 *(q["published"][c]["median"] for c in corpora),
             ]
         )
-        out += table(["layer", "this run", *corpora], rows, q["name"])
+        out += table(["layer", "published layer", "this run", *corpora], rows, q["name"])
+    for t in published.get("topics") or []:
+        corpora = list(t["published"])
+        row = [
+            text(t["ours"]["mean"], ".3f"),
+            *(
+                f"{t['published'][c].get('mean', '–')} (sd {t['published'][c].get('std', '–')})"
+                for c in corpora
+            ),
+        ]
+        out += table(["this run", *corpora], [row], f"{t['name']}, mean over layers")
     return out
 
 

@@ -89,6 +89,7 @@ def make_windows(
     offset: int = 0,
     balance: bool = False,
     special_tokens: str = "auto",
+    chunks: Sequence[int] | None = None,
 ) -> Windows:
     """Cut one window of `length` tokens from each of `n_contexts` documents chosen by seed.
 
@@ -96,9 +97,8 @@ def make_windows(
     too few tokens are skipped (counted in `n_skipped_short`). The choice is a seeded
     permutation of the eligible documents (first C taken), or with `balance` a round-robin
     over the sorted labels of seeded per-label shuffles, so label counts differ by at most one
-    where the corpus allows. Windows come back in corpus order; the same inputs and seed give
-    identical windows, and a larger C (same seed, no balance) keeps the documents of a
-    smaller one.
+    where the corpus allows. Windows come back in corpus order (per chunk); the same inputs
+    and seed give identical windows, and a larger C keeps the documents of a smaller one.
 
     Args:
         corpus: the documents.
@@ -112,6 +112,9 @@ def make_windows(
             sequence, else "none"), "model" (T - n_special text tokens wrapped by the
             tokenizer's own special tokens, as the model saw in training) or "none"
             (T raw text tokens).
+        chunks: increasing window counts ending at ``n_contexts`` (``--contexts auto``'s
+            looks): chunks each in corpus order, so the first ``chunks[k]`` windows are
+            those of ``chunks[k]`` contexts (None: one chunk).
 
     Returns:
         The windows: input_ids [C, T] int64, labels [C] int64.
@@ -140,7 +143,7 @@ def make_windows(
         chosen = _choose_balanced(eligible, doc_labels, len(label_names), n_contexts, rng)
     else:
         chosen = [eligible[k] for k in rng.permutation(len(eligible))[:n_contexts]]
-    chosen.sort()
+    chosen = _in_chunks(chosen, chunks or (n_contexts,))
 
     wrap = _special_wrapper(tokenizer, n_added) if mode == "model" else None
     input_ids = _cut([prefixes[i] for i in chosen], offset, length, wrap)
@@ -156,6 +159,49 @@ def make_windows(
         n_skipped_short=len(corpus.documents) - len(eligible),
         special_tokens=mode,
         fingerprint=_fingerprint(input_ids, labels, label_names, doc_ids),
+    )
+
+
+def _in_chunks(chosen: list[int], chunks: Sequence[int]) -> list[int]:
+    """``chosen`` (a prefix-stable choice: the documents of fewer windows come first) cut at
+    the window counts ``chunks`` (the last is ``len(chosen)``), each chunk sorted."""
+    if list(chunks) != sorted(set(chunks)) or chunks[-1] != len(chosen) or chunks[0] < 1:
+        raise GeomlensError(
+            f"chunks must be increasing window counts ending at {len(chosen)} (got {chunks})."
+        )
+    bounds = [0, *chunks]
+    return [
+        i for lo, hi in zip(bounds[:-1], bounds[1:], strict=True) for i in sorted(chosen[lo:hi])
+    ]
+
+
+def windows_available(
+    corpus: Corpus,
+    tokenizer: PreTrainedTokenizerBase,
+    length: int,
+    offset: int = 0,
+    special_tokens: str = "auto",
+) -> int:
+    """How many windows of ``length`` tokens after ``offset`` the corpus holds (its
+    documents long enough): the most ``make_windows`` can make."""
+    _, n_added = _special_mode(tokenizer, special_tokens, length)
+    needed = offset + length - n_added
+    return sum(len(ids) >= needed for ids in document_ids(corpus, tokenizer))
+
+
+def window_range(windows: Windows, start: int, stop: int) -> Windows:
+    """Windows ``start`` to ``stop - 1`` of ``windows`` (a chunk, or the windows of a look,
+    of ``--contexts auto``), fingerprinted anew."""
+    ids, labels = windows.input_ids[start:stop], windows.labels[start:stop]
+    doc_ids = windows.doc_ids[start:stop]
+    return Windows(
+        input_ids=ids,
+        labels=labels,
+        label_names=windows.label_names,
+        doc_ids=doc_ids,
+        n_skipped_short=windows.n_skipped_short,
+        special_tokens=windows.special_tokens,
+        fingerprint=_fingerprint(ids, labels, windows.label_names, doc_ids),
     )
 
 

@@ -23,7 +23,7 @@ from geomlens.stats import DecompositionAccumulator
 T = TypeVar("T")
 
 #: state entries indexed by context, and the axis of that index
-PER_CONTEXT = {"ctx_sum": 1, "first": 1, "seen": 0, "ctx_sumsq": 1}
+PER_CONTEXT = {"ctx_sum": 1, "first": 1, "seen": 0, "ctx_sumsq": 1, "window_norms": 1}
 #: state entries summed over contexts (a shard's interval groups are the run's)
 SUMMED = ("pos_sum", "sumsq", "second", "group_pos_sum", "group_sketch")
 
@@ -96,3 +96,48 @@ def merge_shards(
         twice = int((seen > 1).sum())
         raise GeomlensError(f"after merging, {twice} contexts were counted more than once.")
     return acc
+
+
+#: state entries summed within each interval group, and the axis of the groups
+GROUPED = {"group_pos_sum": 1, "group_sketch": 1}
+
+
+def fold_groups(tensor: torch.Tensor, axis: int, into: int, start: int) -> torch.Tensor:
+    """Groups g of ``tensor`` (along ``axis``) added into group ``start + g // 2`` of
+    ``into`` groups: contiguous groups of C contexts are pairwise the groups of those
+    contexts among 2C (``floor(floor(c G / C) / 2) = floor(c G / 2C)``)."""
+    shape = list(tensor.shape)
+    shape[axis] = into
+    out = torch.zeros(shape, dtype=tensor.dtype)
+    index = start + torch.arange(tensor.shape[axis]) // 2
+    return out.index_add_(axis, index, tensor)
+
+
+def extend(
+    first: DecompositionAccumulator, chunk: DecompositionAccumulator
+) -> DecompositionAccumulator:
+    """The accumulator over ``first``'s contexts followed by ``chunk``'s, as many of each
+    (``--contexts auto`` doubles the contexts at each look): the per-context parts placed
+    one after the other, the sums added, and each one's interval groups folded pairwise into
+    the groups of the whole (``first``'s into the first half, ``chunk``'s into the second),
+    exactly the groups a capture of all of them keeps. Both must be complete, with the same
+    layers, grid and an even number of groups."""
+    if first.n_contexts != chunk.n_contexts or first.groups != chunk.groups:
+        raise ValueError("extend takes two accumulators of as many contexts and groups")
+    if first.groups % 2:
+        raise ValueError("extend folds groups pairwise: it needs an even number of them")
+    a, b = first.state_dict(), chunk.state_dict()
+    if a.keys() != b.keys() or not torch.equal(a["layers"], b["layers"]):
+        raise ValueError("extend takes two accumulators of the same layers and sums")
+    state: dict[str, torch.Tensor] = {"layers": a["layers"]}
+    for key in a.keys() - {"layers"}:
+        if key in PER_CONTEXT:
+            state[key] = torch.cat([a[key], b[key]], dim=PER_CONTEXT[key])
+        elif key in GROUPED:
+            axis, g = GROUPED[key], first.groups
+            state[key] = fold_groups(a[key], axis, g, 0) + fold_groups(b[key], axis, g, g // 2)
+        elif key in SUMMED:
+            state[key] = a[key] + b[key]
+        else:  # an entry neither list names: joining it blindly could be wrong
+            raise ValueError(f"extend does not know how to join the state entry {key!r}")
+    return DecompositionAccumulator.from_state_dict(state)

@@ -1,12 +1,16 @@
 """``run``: one ``RunRequest`` through load, window, capture, analyse and record.
 
 Every capturing command (capture, decompose, sphere, walk, report) runs here; the run
-folder's lifecycle (hold, claim, reuse, begin, complete) is ``io.lifecycle``'s.
+folder's lifecycle (hold, claim, reuse, begin, complete) is ``runs.lifecycle``'s.
 """
 
 from __future__ import annotations
 
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +23,19 @@ from geomlens.capturing.capture import CaptureConfig, check_length, resolve_laye
 from geomlens.capturing.taps import Taps, fill_taps
 from geomlens.config.figure_level import figure_level
 from geomlens.corpus import Corpus, Windows, load_corpus, make_windows
+from geomlens.corpus.windows import window_range, windows_available
 from geomlens.engines import CaptureJob
 from geomlens.engines import capture as engine_capture
+from geomlens.engines.merge import extend
 from geomlens.errors import GeomlensError
-from geomlens.io import lifecycle
 from geomlens.io.files import damaged
-from geomlens.io.runfolder import (
+from geomlens.models.facts import check_before_loading
+from geomlens.models.loading import load_configured
+from geomlens.models.view import ModelView
+from geomlens.pipeline.request import AutoContexts, RunRequest, identity_defaults
+from geomlens.pipeline.taps import saved_taps
+from geomlens.runs import lifecycle
+from geomlens.runs.runfolder import (
     RERUN,
     Run,
     RunFolder,
@@ -33,14 +44,9 @@ from geomlens.io.runfolder import (
     read_windows,
     write_json,
 )
-from geomlens.io.stored import COMPACT
-from geomlens.models.facts import check_before_loading
-from geomlens.models.loading import load_configured
-from geomlens.models.view import ModelView
-from geomlens.pipeline.request import RunRequest
-from geomlens.pipeline.taps import saved_taps
+from geomlens.runs.stored import COMPACT
 from geomlens.stats import DecompositionAccumulator
-from geomlens.stats.decomposition import GROUP_STATE, interval_groups, state_spec
+from geomlens.stats.decomposition import OPTIONAL_STATE, interval_groups, state_spec
 from geomlens.stats.finite import require_finite_weights
 
 
@@ -56,13 +62,16 @@ def windows_record(windows: Windows) -> dict[str, Any]:
 
 
 def capture_metrics(acc: DecompositionAccumulator) -> dict[str, Any]:
-    """Per-layer variance shares with and without position 0 (deterministic numbers)."""
+    """Per-layer variance shares with and without position 0 (deterministic numbers), and
+    how many shares rounding put outside [0, 1] and were clamped into it."""
     layers = []
+    shares_clamped = 0
     for layer in acc.layers:
         row: dict[str, Any] = {"layer": layer}
         for skip, suffix in ((False, ""), (True, "_skip_first")):
             stats = acc.finalize(layer, skip_first=skip, second_moment=False)
             s_pos, s_ctx, s_res = stats.shares
+            shares_clamped += stats.shares_clamped
             row.update(
                 {
                     f"share_pos{suffix}": round(s_pos, 12),
@@ -79,6 +88,7 @@ def capture_metrics(acc: DecompositionAccumulator) -> dict[str, Any]:
         "length": acc.length,
         "layers": layers,
         "variances_clamped": acc.variances_clamped,
+        "shares_clamped": shares_clamped,
     }
 
 
@@ -89,10 +99,11 @@ def check_positions(view: ModelView, config: CaptureConfig) -> None:
 
 
 def prepare(
-    config: CaptureConfig, view: ModelView | None = None
+    config: CaptureConfig, view: ModelView | None = None, auto: AutoContexts | None = None
 ) -> tuple[ModelView, Corpus, Windows]:
     """Load the model (unless given) and cut the corpus into windows, checking limits first
-    (``config`` is validated: ``run`` does it first).
+    (``config`` is validated: ``run`` does it first); with ``auto``, the windows of its
+    rule's every look, in chunks (the first ``n`` are those of a look of ``n``).
 
     The corpus is read before the model loads, so a bad corpus is reported at once.
     """
@@ -100,14 +111,19 @@ def prepare(
     if view is None:
         view = load_configured(config)
     check_positions(view, config)
+    looks = None
+    if auto is not None and auto.rule is not None:
+        available = windows_available(corpus, view.tokenizer, config.length, config.offset)
+        looks = auto.rule.looks(config.contexts, max(1, available))
     windows = make_windows(
         corpus,
         view.tokenizer,
-        config.contexts,
+        config.contexts if looks is None else looks[-1],
         config.length,
         seed=config.seed,
         offset=config.offset,
         balance=config.balance,
+        chunks=looks,
     )
     check_distinct_windows(windows)
     return view, corpus, windows
@@ -142,7 +158,7 @@ def check_stats_header(path: Path) -> None:
             seen = f.get_tensor("seen") if "seen" in keys else None
     except SafetensorError as exc:
         raise damaged(path, f"not a complete safetensors file: {exc}", RERUN) from None
-    if COMPACT in keys:  # a report's compacted statistics (io/stored.py)
+    if COMPACT in keys:  # a report's compacted statistics (runs/stored.py)
         keys.add("ctx_sum")
     needed = {"layers", "pos_sum", "ctx_sum", "first", "sumsq", "seen"}
     if not needed <= keys or seen is None or not bool((seen == 1).all()):
@@ -184,16 +200,21 @@ def run(request: RunRequest) -> Run:
     """
     config, view = request.config, request.view
     request.engine.validate(config.save_activations)
-    config.validate()
-    if request.check is not None:  # the analyses' own limits, before the model loads
-        request.check(request.command, config)
+    if not request.checked:
+        config.validate()
+        if request.check is not None:  # the analyses' own limits, before the model loads
+            request.check(request.command, config)
+    if request.auto is not None:  # a rule and a budget, before anything loads
+        _auto(request)
     if view is not None:  # a model loaded by the caller must be the one the config names
         check_given_view(view, config.model, config.dtype)
         require_finite_weights(view.model, str(config.model))
     else:  # the files' facts first: refused before the folder and the weights
         check_before_loading(config.model, lambda v: check_positions(v, config))
     with (
-        lifecycle.run_folder(request.out, request.command, request.identity()) as folder_run,
+        lifecycle.run_folder(
+            request.out, request.command, request.identity(), identity_defaults(type(config))
+        ) as folder_run,
         figure_level(request.figures),
     ):
         return _run_locked(folder_run, request)
@@ -261,7 +282,7 @@ def _run_locked(run: lifecycle.RunInFolder, request: RunRequest) -> Run:
         if reused is not None:
             return reused
     folder = run.folder
-    view, corpus, windows = prepare(config, view)
+    view, corpus, windows = prepare(config, view, request.auto)
     fingerprints = {
         "model": model_fingerprint(view.source),
         "corpus": corpus.fingerprint,
@@ -281,18 +302,26 @@ def _run_locked(run: lifecycle.RunInFolder, request: RunRequest) -> Run:
     if config.save_activations and request.engine.activations_dir is not None:
         record["activations"] = request.engine.activations_location(folder)
     manifest = run.begin(**record)
-    write_json(folder.path / "windows.json", windows_record(windows))
+    if request.auto is None:  # --contexts auto: its looks' windows, once known
+        write_json(folder.path / "windows.json", windows_record(windows))
     layers = resolve_layers(view, config.layers)
     groups = interval_groups(len(layers), windows.n_contexts, windows.length, view.d_model)
     spec = state_spec(
         layers, windows.n_contexts, windows.length, view.d_model, config.second_moment, groups
     )
-    # a run saved before the interval groups existed is reused without intervals
-    saved = folder.load_stats("decomposition", spec, layers, optional=GROUP_STATE)
+    # a run saved before the interval groups (or the window norms) existed is reused
+    # without intervals (or without outlier information)
+    saved = (
+        None
+        if request.auto is not None
+        else folder.load_stats("decomposition", spec, layers, optional=OPTIONAL_STATE)
+    )
     tapped = None if taps is None else Taps.made(view, taps)
-    if saved is not None:
+    auto, timing = None, dict[str, float]()
+    if request.auto is not None:  # an interrupted run of chunks starts again
+        acc, timing, windows, auto = chunked(folder, view, windows, request, tapped, manifest)
+    elif saved is not None:
         acc = DecompositionAccumulator.from_state_dict(saved)
-        timing: dict[str, float] = {}
         if tapped is not None and saved_taps(folder, view, taps) is None:  # type: ignore[arg-type]
             # a capture saved before its taps existed: they are filled alone
             ids = torch.tensor(np.array(windows.input_ids), dtype=torch.long)
@@ -301,18 +330,162 @@ def _run_locked(run: lifecycle.RunInFolder, request: RunRequest) -> Run:
         acc, timing = captured(folder, view, windows, request, tapped)
     # Also after a resume whose statistics were saved just before a failure (a full disk):
     # the same numbers give the same bytes.
-    folder.merge_metrics("capture", capture_metrics(acc))
+    folder.merge_metrics("capture", capture_metrics(acc) | ({} if auto is None else auto))
     folder.clear_checkpoint()
-    if request.analysis is not None:
-        # The analyses take many SVDs of matrices a few hundred wide. Multi-threaded
-        # OpenBLAS ran them 10-30x slower than one thread on the 2-core reference
-        # machine (threads spinning against torch's); torch's own threads are unaffected.
-        with threadpool_limits(limits=1, user_api="blas"):
-            request.analysis(folder, view, windows, acc)
-    if request.judge is not None:
-        # The papers' claims, decided once from the numbers just written, and the numbers
-        # a paper publishes for this model beside the run's own.
-        metrics = folder.read_metrics()
-        for key, section in request.judge(metrics, manifest["model"]).items():
-            folder.merge_metrics(key, section)
+    with finishing(request, auto):
+        if request.analysis is not None:
+            # The analyses take many SVDs of matrices a few hundred wide. Multi-threaded
+            # OpenBLAS ran them 10-30x slower than one thread on the 2-core reference
+            # machine (threads spinning against torch's); torch's own threads are unaffected.
+            with threadpool_limits(limits=1, user_api="blas"):
+                request.analysis(folder, view, windows, acc)
+        if request.judge is not None:
+            # The papers' claims, decided once from the numbers just written, and the
+            # numbers a paper publishes for this model beside the run's own.
+            metrics = folder.read_metrics()
+            for key, section in request.judge(metrics, manifest["model"]).items():
+                folder.merge_metrics(key, section)
+    if auto is not None:
+        return run.complete(timing, **chunks_recorded(folder, request, auto))
     return run.complete(timing)
+
+
+def _auto(request: RunRequest) -> AutoContexts:
+    """The request's ``--contexts auto`` with its rule (refused without one)."""
+    auto = request.auto
+    if auto is None or auto.rule is None:
+        raise GeomlensError(
+            "--contexts auto needs an analysis that decides when the contexts suffice, and "
+            "none is registered; give a number of contexts."
+        )
+    if not auto.budget_minutes > 0 or auto.budget_minutes == float("inf"):
+        raise GeomlensError(
+            f"--budget takes a positive number of minutes (got {auto.budget_minutes})."
+        )
+    return auto
+
+
+def chunked(
+    folder: RunFolder,
+    view: ModelView,
+    windows: Windows,
+    request: RunRequest,
+    taps: Taps | None,
+    manifest: dict[str, Any],
+) -> tuple[DecompositionAccumulator, dict[str, float], Windows, dict[str, Any]]:
+    """``--contexts auto``: capture the first look's windows, then each next chunk,
+    merged into one accumulator (``engines.merge.extend``), judging the rule's claims at
+    every look, until they are decided, the budget is spent, or the looks run out.
+
+    Returns the accumulator, the captures' timing, the windows captured (saved as the
+    run's windows.json) and the record ({"auto_contexts": ...}: the looks, why it
+    stopped, the contexts, the minutes, the error spending)."""
+    auto = _auto(request)
+    rule, config = auto.rule, request.config
+    assert rule is not None
+    looks = rule.looks(config.contexts, windows.n_contexts)
+    coverage = rule.level(len(looks))
+    folder.clear_checkpoint()  # another chunk's checkpoint must not resume into this one
+    started, acc, taken, stopped = time.perf_counter(), None, [], "last look"
+    timing: dict[str, float] = {"tokens": 0.0, "seconds": 0.0}
+    for k, n in enumerate(looks):
+        lo = 0 if acc is None else acc.n_contexts
+        job = CaptureJob(
+            view,
+            window_range(windows, lo, n),
+            replace(config, contexts=n - lo),
+            folder,
+            request.progress,
+            request.checkpoint_every_s,
+            taps if k == 0 else None,
+        )
+        part, spent = engine_capture(job, request.engine)
+        folder.clear_checkpoint()
+        timing = {key: timing[key] + spent.get(key, 0.0) for key in timing}
+        acc = part if acc is None else extend(acc, part)
+        before = time.perf_counter()
+        with threadpool_limits(limits=1, user_api="blas"):
+            seen = window_range(windows, 0, n)
+            look = rule.look(acc, view, seen, config.batch_size, coverage, manifest["model"])
+        elapsed, look_s = time.perf_counter() - started, time.perf_counter() - before
+        taken.append({"contexts": n, "minutes": elapsed / 60, "undecided": look.undecided})
+        undecided = "undecided " + (", ".join(look.undecided) or "none")
+        _say(f"look {k + 1}/{len(looks)}, {n} contexts, {elapsed / 60:.1f} min: {undecided}")
+        if look.decided:
+            stopped = "decided"
+            break
+        if k + 1 < len(looks):  # the next chunk's capture and look, at this pace
+            ahead = timing["seconds"] / n * (looks[k + 1] - n) + look_s * looks[k + 1] / n
+            if elapsed + ahead > 60 * auto.budget_minutes:
+                stopped = "budget"
+                break
+    assert acc is not None
+    if taps:
+        folder.save_stats("taps", taps.state_dict())
+    folder.save_stats("decomposition", acc.state_dict())
+    windows = window_range(windows, 0, acc.n_contexts)
+    write_json(folder.path / "windows.json", windows_record(windows))
+    minutes = (time.perf_counter() - started) / 60
+    _say(f"stopped ({stopped}) at {acc.n_contexts} contexts after {minutes:.1f} min")
+    record = _record(taken, stopped, acc.n_contexts, minutes, coverage, looks, auto)
+    record["verdicts"] = look.verdicts
+    if timing["seconds"] > 0:
+        timing["tokens_per_s"] = timing["tokens"] / timing["seconds"]
+    return acc, timing, windows, {"auto_contexts": record}
+
+
+def _record(
+    taken: list[dict[str, Any]],
+    stopped: str,
+    contexts: int,
+    minutes: float,
+    coverage: float,
+    looks: tuple[int, ...],
+    auto: AutoContexts,
+) -> dict[str, Any]:
+    """The record of a run of ``--contexts auto`` (metrics.json and the manifest)."""
+    return {
+        "looks": [t["contexts"] for t in taken],
+        "stopped": stopped,
+        "contexts": contexts,
+        "minutes": round(minutes, 2),
+        "alpha_spending": getattr(auto.rule, "spending", ""),
+        "level": coverage,
+        "planned": list(looks),
+        "budget_minutes": auto.budget_minutes,
+        "undecided": [t["undecided"] for t in taken],
+        "look_minutes": [round(t["minutes"], 2) for t in taken],
+    }
+
+
+def _say(line: str) -> None:
+    print(f"geomlens: --contexts auto: {line}", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def finishing(request: RunRequest, auto: dict[str, Any] | None) -> Iterator[None]:
+    """Around the analysis and the claims: ``--contexts auto``'s rule's (its looks'
+    interval level), else nothing."""
+    if auto is None or request.auto is None or request.auto.rule is None:
+        yield
+        return
+    with request.auto.rule.finishing(auto["auto_contexts"]["level"]):
+        yield
+
+
+def chunks_recorded(folder: RunFolder, request: RunRequest, auto: dict[str, Any]) -> dict[str, Any]:
+    """The ``--contexts auto`` record with the claims the final analysis left undecided
+    (its verdicts, not the looks', are the run's), set where the rule shows it; returned
+    for the manifest."""
+    record = dict(auto["auto_contexts"])
+    metrics = folder.read_metrics()
+    record["undecided_at_end"] = [
+        c["id"]
+        for c in metrics.get("claims") or []
+        if c.get("id") in record["verdicts"] and c.get("verdict") == "inconclusive"
+    ]
+    folder.merge_metrics("capture", {**metrics.get("capture", {}), "auto_contexts": record})
+    rule = request.auto.rule if request.auto is not None else None
+    for key, section in ({} if rule is None else rule.sections(metrics, record)).items():
+        folder.merge_metrics(key, section)
+    return {"auto_contexts": record}

@@ -6,14 +6,15 @@ never computes a new statistic. Before the comparison, in this order:
 1. **Scope.** A claim applies only to the models and parts its paper made it about (model
    kind, position scheme); elsewhere it is "not applicable: <why>", with its number still
    shown.
-2. **Guards** (``report.guards``). A positional estimate whose sampling noise is over 10% of
+2. **Guards** (``reporting.guards``). A positional estimate whose sampling noise is over 10% of
    its energy, a baseline at chance, a no-context control inside the interval, two compared
    numbers that are the same, tokens a frequency list cannot score, a degenerate scheme:
    any of them makes the claim "inconclusive", and ``why`` says which fired.
 3. **The interval.** A 95% interval that holds the threshold: "inconclusive".
 
 Position/context claims read the view with position 0 left out (the original authors'
-default), and the numbers with the sampling noise removed (``analyses.position_noise``).
+default), and the numbers with the sampling noise removed
+(``analyses.decomposition.position_noise``).
 Each record says what it is (``kind``): a claim of a paper, a geomlens variant of one, or
 an identity (a check of a construction); the summary counts claims only. docs/claims.md
 lists every claim with its scope, rule, guards and the source of its threshold.
@@ -57,15 +58,20 @@ class Claim:
         threshold: the number the rule compares it with.
         interval: how the interval was obtained, or why there is none.
         published: the paper's own number for this run's model or setting ("" when it
-            gives none; see ``report.published``).
+            gives none; see ``reporting.published``).
         kind: "claim", "variant" (geomlens's own form of a claim) or "identity".
         scope: the models and parts the paper made the claim about.
         threshold_source: where the threshold comes from.
-        why: for an inconclusive verdict, the sentence saying why ("" otherwise).
+        why: for an inconclusive verdict, the sentence saying why; for a verdict decided
+            before the rule's comparison (the compared lists are the same), the reason
+            ("" otherwise).
         guard: the guard that fired ("noise", "interval", "chance", ...; "" for none).
         noise_share: the share of the positional estimate's energy that is sampling noise
             (median over the layers read; None for claims that do not read it).
         contexts_needed: contexts at which that share would fall under 10%.
+        published_number: the nearest published model's number on the claim's own scale
+            (the median over corpora of its medians over layers; None without one): what
+            the claims figure marks.
     """
 
     id: str
@@ -87,6 +93,7 @@ class Claim:
     guard: str = ""
     noise_share: float | None = None
     contexts_needed: int | None = None
+    published_number: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The record metrics.json keeps under "claims"."""
@@ -173,23 +180,44 @@ def text(
     return shown
 
 
+VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not applicable", "not measured")
+"""The kinds of verdict, in the order the summary counts them; a record's verdict is one of
+them, the last two followed by ": <why>"."""
+
+
+def verdict_kind(verdict: str) -> str:
+    """Which of ``VERDICTS`` a record's verdict is ("not applicable: ..." is "not
+    applicable")."""
+    for kind in VERDICTS:
+        if verdict == kind or verdict.startswith(f"{kind}:"):
+            return kind
+    raise ValueError(f"unknown verdict {verdict!r}; a claim's verdict is one of {VERDICTS}")
+
+
 def counted(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """What the summary counts: the papers' claims (not variants or identities) that apply
-    here and were measured, by verdict; the variants and identities are listed apart.
+    """What the summary counts: every paper claim (not the variants or identities), by
+    kind of verdict, so that the five counts sum to the number of claims; the variants and
+    identities are listed apart.
 
     Returns:
         {"claims": n, "reproduced": n, "not reproduced": n, "inconclusive": n,
-         "not applicable": n, "apart": [ids of the variants and identities]}.
+         "not applicable": n, "not measured": n, "apart": [ids of the variants and
+         identities]}, the five verdict counts summing to "claims".
     """
     claims_only = [r for r in records if r.get("kind", "claim") == "claim"]
-    out: dict[str, Any] = {
-        verdict: sum(r["verdict"] == verdict for r in claims_only)
-        for verdict in ("reproduced", "not reproduced", "inconclusive")
-    }
-    out["claims"] = out["reproduced"] + out["not reproduced"] + out["inconclusive"]
-    out["not applicable"] = sum(r["verdict"].startswith("not applicable") for r in claims_only)
+    kinds = [verdict_kind(r["verdict"]) for r in claims_only]
+    out: dict[str, Any] = {"claims": len(claims_only)}
+    out.update({kind: kinds.count(kind) for kind in VERDICTS})
     out["apart"] = [r["id"] for r in records if r.get("kind", "claim") != "claim"]
     return out
+
+
+def count_sentence(count: dict[str, Any]) -> str:
+    """The summary's sentence: "10 claims: 2 reproduced, 1 not reproduced, 7 inconclusive,
+    0 not applicable, 0 not measured", every kind named even at 0."""
+    n = count["claims"]
+    parts = ", ".join(f"{count[kind]} {kind}" for kind in VERDICTS)
+    return f"{n} claim{'' if n == 1 else 's'}: {parts}"
 
 
 def with_published_scores(found: list[Claim], model: dict[str, Any]) -> list[Claim]:

@@ -39,10 +39,12 @@ GLOSSARY: dict[str, str] = {
     "pos_stable_rank": "Stable rank of the positional part: sum of squared singular values "
     "over the largest one squared (near 1 means one direction dominates).",
     "pos_explained": "Sum of the top pos_rank singular values over the sum of all of them.",
-    "pos_low_freq": "Share of the normalised positional Gram matrix's 2-D cosine transform in "
-    "its lowest tenth of frequencies (1 means smooth in position).",
-    "pos_low_freq_energy": "Share of the positional part's energy in the lowest tenth of "
-    "frequencies over positions (cosine transform of each coordinate).",
+    "pos_low_freq": "Gram low-frequency share: share of the normalised positional Gram "
+    "matrix's 2-D cosine transform in its lowest tenth of frequencies (1 means smooth in "
+    "position; not the low-frequency energy share).",
+    "pos_low_freq_energy": "Low-frequency energy share: share of the positional part's energy "
+    "in the lowest tenth of frequencies over positions (cosine transform of each coordinate; "
+    "not the Gram low-frequency share).",
     "pos_smoothness": "Mean change of the positional Gram matrix between neighbouring "
     "positions, over its mean magnitude (small means smooth).",
     # noise-corrected positional numbers
@@ -51,19 +53,28 @@ GLOSSARY: dict[str, str] = {
     "pos_contexts_needed": "Windows at which the positional noise share would fall under 10%.",
     "pos_rank_corrected": "Eigenvalues of the noise-free positional Gram matrix (cross-product "
     "of independent halves) above the noise floor.",
-    "pos_eigen_floor": "The noise floor of those eigenvalues, as a share of their sum.",
-    "pos_rank95_corrected": "pos_rank95 of the noise-free positional Gram matrix.",
-    "pos_stable_rank_corrected": "Stable rank of the noise-free positional Gram matrix.",
-    "pos_low_freq_corrected": "pos_low_freq of the positional part projected onto the "
-    "noise-free directions.",
-    "pos_low_freq_energy_corrected": "pos_low_freq_energy of the noise-free positional Gram "
-    "matrix.",
+    "pos_eigen_floor": "The noise floor of those eigenvalues over the sum of the positive "
+    "semi-definite Gram's (above 1: no direction passes it).",
+    "pos_gram_negative_share": "Mass of the negative eigenvalues of the unbiased noise-free "
+    "Gram matrix over the sum of its positive semi-definite projection (0: already a Gram "
+    "matrix).",
+    "pos_nothing_to_measure": "Why the positional statistics are empty: the positional part "
+    "holds only float rounding of the layer's variance.",
+    "pos_rank95_corrected": "pos_rank95 of the noise-free positional Gram matrix (projected "
+    "onto the positive semi-definite cone).",
+    "pos_stable_rank_corrected": "Stable rank (at least 1) of the noise-free positional Gram "
+    "matrix, projected onto the positive semi-definite cone.",
+    "pos_low_freq_corrected": "Gram low-frequency share (pos_low_freq) with the noise "
+    "removed: of the positional part projected onto the noise-free directions.",
+    "pos_low_freq_energy_corrected": "Low-frequency energy share (pos_low_freq_energy) with "
+    "the noise removed: read from the noise-free positional Gram matrix.",
     "pos_smoothness_corrected": "pos_smoothness of the positional part projected onto the "
     "noise-free directions.",
     "pos_rank95_noise": "pos_rank95 of a noise-only positional estimate (what noise alone reads).",
     "pos_stable_rank_noise": "pos_stable_rank of a noise-only positional estimate.",
-    "pos_low_freq_noise": "pos_low_freq of a noise-only positional estimate.",
-    "pos_low_freq_energy_noise": "pos_low_freq_energy of a noise-only positional estimate.",
+    "pos_low_freq_noise": "Gram low-frequency share of a noise-only positional estimate.",
+    "pos_low_freq_energy_noise": "Low-frequency energy share of a noise-only positional "
+    "estimate (about 0.1 for white noise).",
     # incoherence
     "incoherence_k": "Dimension of the positional and context subspaces compared (pos_rank95, "
     "capped by both ranks).",
@@ -81,7 +92,8 @@ GLOSSARY: dict[str, str] = {
     "coherence_random_max": "Mutual coherence of as many random Gaussian vectors (chance "
     "level for coherence_max).",
     "coherence_random_mean": "Mean |cos| of those random vectors.",
-    "coherence_max_corrected": "coherence_max of the noise-free positional part.",
+    "coherence_max_corrected": "coherence_max of the noise-free positional part; over "
+    "coherence_random_max it is the incoherence ratio the incoherence claim reads.",
     "coherence_mean_corrected": "coherence_mean of the noise-free positional part.",
     "coherence_max_noise": "coherence_max of a noise-only positional estimate (the split-half "
     "baseline).",

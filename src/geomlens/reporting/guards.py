@@ -3,6 +3,7 @@
 A claim's number is compared with its threshold only when no guard fires. Each guard
 reads numbers already in metrics.json and, when it fires, gives the claim the verdict
 "inconclusive" with one sentence saying why (``Guard.why``): a noisy positional estimate,
+a noise floor too high to count weak positional directions,
 an interval that holds the threshold, a baseline no better than chance, a no-context
 control inside the interval, two compared numbers that are the same, a frequency list
 that cannot score the tokens, or only degenerate schemes (flagged by the concept stage, or
@@ -37,27 +38,34 @@ def first(*guards: Guard | None) -> Guard | None:
     return next((g for g in guards if g is not None), None)
 
 
-def noise(share: float | None, n_contexts: int | None, needed: int | None) -> Guard | None:
-    """The positional estimate is too noisy: more than 10% of its energy is sampling noise
-    (or the run cannot tell, having kept no groups of contexts)."""
+def noise(
+    share: float | None,
+    n_contexts: int | None,
+    needed: int | None,
+    limit: float = NOISE_LIMIT,
+) -> Guard | None:
+    """The positional estimate is too noisy: more than ``limit`` (10% unless a claim's
+    own calibration gives another) of its energy is sampling noise, or the run cannot
+    tell, having kept no groups of contexts. ``needed``: contexts that bring the share
+    under ``limit``."""
     if share is None:
         return Guard(
             "noise",
             "this run kept no groups of contexts, so the sampling noise in the positional "
             "estimate is unknown",
         )
-    if share <= NOISE_LIMIT:
+    if share <= limit:
         return None
     at = f" at {n_contexts} contexts" if n_contexts else ""
     more = (
-        f"; about {needed:,} contexts would bring it under {NOISE_LIMIT:.0%}"
+        f"; about {needed:,} contexts would bring it under {limit:.0%}"
         if needed
         else "; no positional signal stands above it"
     )
     return Guard(
         "noise",
         f"sampling noise makes up {share:.0%} of the positional estimate's energy{at} "
-        f"(median over layers), more than {NOISE_LIMIT:.0%}{more}",
+        f"(median over layers), more than {limit:.0%}{more}",
     )
 
 
@@ -165,6 +173,21 @@ def unscorable(lists: dict[str, Sequence[str]], means: dict[str, float | None]) 
     return None
 
 
+def resolution(floor: float | None, least: float) -> Guard | None:
+    """The noise floor of the positional spectrum (``pos_eigen_floor``: the eigenvalue
+    noise alone reaches, over the noise-free energy; median over layers) is above
+    ``least``: a direction holding that share of the positional energy would not be
+    counted, so a count of directions cannot rule out more of them."""
+    if floor is None or not math.isfinite(floor) or floor <= least:
+        return None
+    return Guard(
+        "resolution",
+        f"noise alone reaches {floor:.3g} of the noise-free positional energy in one "
+        f"direction (median over layers), above {least:.3g}: weaker directions of the "
+        "positional part cannot be told from noise, so they go uncounted",
+    )
+
+
 def short_windows(n_positions: int | None, rank: float) -> Guard | None:
     """Windows too short for a rank of ``rank`` to be low (fewer than 5 x rank positions)."""
     if n_positions is None or n_positions >= 5 * rank:
@@ -192,3 +215,23 @@ def degenerate(scheme: dict[str, Any], chance: float | None) -> str | None:
         f"its accuracy {scheme.get('acc', math.nan):.3f} is below chance ({chance:.3f}) by its "
         f"own 95% interval (up to {high:.3f})"
     )
+
+
+def unknown_words(lists: dict[str, tuple[int, int]]) -> Guard | None:
+    """Word frequency cannot score the compared tokens: half of a list or more is known to
+    no wordfreq language (punctuation, pieces of words, scripts it has no list for). A
+    token in another script than Latin is scored in its own script's language, so Bengali
+    or Hindi tokens do not fire it (``analyses.sphere.word_frequency``).
+
+    Args:
+        lists: name -> (tokens of that list no wordfreq language knows, tokens in it).
+    """
+    for name, (unknown, total) in lists.items():
+        if total and 2 * unknown >= total:
+            return Guard(
+                "unscorable",
+                f"{unknown} of the {total} tokens {name} are known to no wordfreq language "
+                "(punctuation, pieces of words or a script it has no list for), which scores "
+                "them 0 whatever their use: the frequency measure cannot score them",
+            )
+    return None

@@ -205,3 +205,111 @@ def fewer_slider_steps(figure: dict[str, Any], keep: int) -> dict[str, Any]:
     data = [{**traces[i], "visible": i == chosen[-1]} for i in chosen]
     slider = {**sliders[0], "steps": steps, "active": len(chosen) - 1}
     return {"data": data, "layout": {**figure["layout"], "sliders": [slider]}}
+
+
+Level = tuple[float, str]
+"""A horizontal reference line: its value and its legend name."""
+
+
+def _levels(fig: go.Figure, x: Sequence[Any], levels: Sequence[Level]) -> None:
+    """Dashed horizontal lines across ``x`` (one legend entry each)."""
+    if not x:
+        return
+    for value, name in levels:
+        fig.add_scatter(
+            x=[min(x), max(x)],
+            y=[value, value],
+            mode="lines",
+            name=name,
+            line={"dash": "dash", "width": 1, "color": "#777777"},
+            hoverinfo="name",
+        )
+
+
+def noise_shares(
+    rows: Sequence[dict[str, Any]],
+    levels: Sequence[Level],
+    intervals: dict[str, dict[str, Any]] | None = None,
+    title: str = "Noise share of the positional estimate",
+) -> dict[str, Any]:
+    """``pos_noise_share`` per layer (one point each, 95% intervals as error bars where
+    given) and the levels it is read against (``levels``, e.g. the 10% a claim needs)."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    layers = [r["layer"] for r in rows]
+    fig.add_scatter(
+        x=layers,
+        y=[r.get("pos_noise_share") for r in rows],
+        mode="lines+markers",
+        name="noise share (pos_noise_share)",
+        error_y=error_bars(rows, "pos_noise_share", intervals),
+    )
+    _levels(fig, layers, levels)
+    fig.update_layout(**_layout(title, "layer", "share of pos's energy that is noise"))
+    fig.update_yaxes(range=[0, 1])
+    return as_dict(fig)
+
+
+def outlier_ratios(
+    found: Sequence[dict[str, Any]], k: float | None, title: str = "Outlier windows"
+) -> dict[str, Any]:
+    """One point per flagged (window, layer, position) of ``found`` ({"window", "layer",
+    "position", "norm", "median"}): its hidden-state norm over the median over windows at
+    that layer and position, log axis, one trace per window; the rule's ``k`` as a line."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for window in sorted({f["window"] for f in found}):
+        mine = [f for f in found if f["window"] == window]
+        fig.add_scatter(
+            x=[f["layer"] for f in mine],
+            y=[f["norm"] / f["median"] if f["median"] else None for f in mine],
+            mode="markers",
+            name=f"window {window}",
+            text=[f"position {f['position']}: norm {f['norm']:.4g}" for f in mine],
+        )
+    if k is not None:
+        _levels(fig, [f["layer"] for f in found], [(k, f"k = {k:g} (the rule)")])
+    fig.update_layout(**_layout(title, "layer", "norm / median norm over windows"))
+    fig.update_yaxes(type="log")
+    return as_dict(fig)
+
+
+def ratio_per_layer(
+    rows: Sequence[dict[str, Any]],
+    key: str,
+    over: str,
+    name: str,
+    levels: Sequence[Level],
+    title: str,
+    yaxis: str,
+    intervals: dict[str, dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """``row[key] / row[over]`` per layer (None where either is missing or ``over`` is 0),
+    with ``key``'s 95% interval divided by ``row[over]`` as error bars (``over`` a fixed
+    baseline, not resampled), and reference ``levels``."""
+    import plotly.graph_objects as go
+
+    def ratio(row: dict[str, Any], value: Any) -> float | None:
+        scale = row.get(over)
+        return None if value is None or not scale else float(value) / float(scale)
+
+    scaled = [{**r, key: ratio(r, r.get(key))} for r in rows]
+    scaled_intervals: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        found = ((intervals or {}).get(str(r["layer"])) or {}).get(key)
+        if found:  # the interval scales like the number
+            scaled_intervals[str(r["layer"])] = {key: [ratio(r, v) for v in found]}
+    fig = go.Figure()
+    layers = [r["layer"] for r in rows]
+    fig.add_scatter(
+        x=layers,
+        y=[r[key] for r in scaled],
+        mode="lines+markers",
+        name=name,
+        error_y=error_bars(scaled, key, scaled_intervals),
+    )
+    _levels(fig, layers, levels)
+    fig.update_layout(**_layout(title, "layer", yaxis))
+    return as_dict(fig)

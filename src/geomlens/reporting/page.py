@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from geomlens.io.files import write_text_atomic
-from geomlens.io.runfolder import Run, open_run
-from geomlens.io.stored import RECORD
 from geomlens.reporting.glossary import describe
 from geomlens.reporting.html import escape, packed, section
 from geomlens.reporting.section import Section
+from geomlens.runs.runfolder import Run, open_run
+from geomlens.runs.stored import RECORD
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:0;color:#222;line-height:1.45}

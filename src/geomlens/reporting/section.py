@@ -4,7 +4,7 @@ A section is its anchor and title, the function that builds its HTML from a fini
 when it is shown, and the captions of the figures it owns (figure files whose names start
 with a caption's key), each with a line saying how to read it. A figure is shown once: a
 PNG whose figure the section draws interactively is left out of the page (it stays in
-``figures/``). ``reporting/registry.py`` lists the sections in page order; the page
+``figures/``). ``analyses/registry.py`` lists the sections in page order; the page
 lays out whatever is registered.
 """
 
@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from geomlens.io.runfolder import Run
 from geomlens.reporting.html import image, plot
+from geomlens.runs.runfolder import Run
 
 
 def always(run: Run) -> bool:

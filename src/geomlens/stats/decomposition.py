@@ -61,14 +61,26 @@ class DecompositionStats:
         return int(self.pos.shape[0])
 
     @property
-    def shares(self) -> tuple[float, float, float]:
-        """(share_pos, share_ctx, share_resid): parts of total_ss; they sum to 1 (nan if 0)."""
+    def raw_shares(self) -> tuple[float, float, float]:
+        """The shares as computed, before clamping (rounding may put one just outside [0, 1])."""
         c, t = self.n_contexts, self.length
         if not self.total_ss > 0:
             return math.nan, math.nan, math.nan
         s_pos = c * float(np.sum(self.pos**2)) / self.total_ss
         s_ctx = t * float(np.sum(self.ctx**2)) / self.total_ss
         return s_pos, s_ctx, 1.0 - s_pos - s_ctx
+
+    @property
+    def shares(self) -> tuple[float, float, float]:
+        """(share_pos, share_ctx, share_resid): parts of total_ss, each in [0, 1] (a share
+        rounding puts outside is clamped: ``shares_clamped`` counts them); nan if 0."""
+        pos, ctx, resid = (min(1.0, max(0.0, s)) if s == s else s for s in self.raw_shares)
+        return pos, ctx, resid
+
+    @property
+    def shares_clamped(self) -> int:
+        """How many of ``shares`` were clamped into [0, 1]."""
+        return sum(1 for s in self.raw_shares if s < 0.0 or s > 1.0)
 
 
 GROUP_BYTES = 64 * 2**20
@@ -83,6 +95,17 @@ INTERVAL_BYTES = 256 * 2**20
 GROUP_STATE = ("group_pos_sum", "ctx_sumsq", "group_sketch")
 """The state entries of the interval groups (a run saved before the sketch existed has the
 first two only)."""
+
+NORMS = "window_norms"
+"""The state entry of every window's hidden-state norm per layer and position, [L, C, T]
+float32: what finds the outlier windows (``analyses.decomposition.outliers``). A run saved
+before it existed has none: no outlier information."""
+
+PER_WINDOW = {"ctx_sum": 1, "first": 1, "seen": 0, "ctx_sumsq": 1, NORMS: 1}
+"""State entries indexed by window, and the axis of that index (the rest sum over windows)."""
+
+OPTIONAL_STATE = (*GROUP_STATE, NORMS)
+"""State entries a run saved before they existed may lack (it loads without them)."""
 
 SKETCH_RANKS = (64, 32, 16)
 """Columns of the random test matrix that sketches each group's second moments: the first
@@ -162,6 +185,7 @@ def state_spec(
         "first": ((n_l, n_contexts, d_model), f64),
         "sumsq": ((n_l,), f64),
         "seen": ((n_contexts,), torch.int64),
+        NORMS: ((n_l, n_contexts, length), torch.float32),
     }
     if second_moment:
         spec["second"] = ((n_l, d_model, d_model), f64)
@@ -187,9 +211,14 @@ class DecompositionAccumulator:
     decomposition on a resample of blocks (``resample``) for intervals, in memory that
     does not grow with the corpus. With second moments, each block also keeps a sketch of
     its own, ``sum h h^T @ Omega`` for a fixed [d, r] Gaussian ``Omega``: a resample's
-    top eigenvalue comes from it (``analyses.decomposition.relative_norms``) where the
+    top eigenvalue comes from it (``analyses.decomposition.compute.relative_norms``) where the
     d x d matrices of every block would not fit. A shard's accumulator covers contexts
     ``context_offset`` onwards of ``total_contexts``.
+
+    Every window's hidden-state norm at each layer and position is kept too
+    (``window_norms``, [L, C, T] float32, about T / (4 d) of the context sums' memory): the
+    outlier windows are found from it after the capture, with no second pass
+    (``analyses.decomposition.outliers``), and ``without`` takes them out exactly.
     """
 
     def __init__(
@@ -216,6 +245,10 @@ class DecompositionAccumulator:
         self.first = torch.zeros(n_l, n_contexts, d_model, dtype=f64, device=device)
         self.sumsq = torch.zeros(n_l, dtype=f64, device=device)
         self.seen = torch.zeros(n_contexts, dtype=torch.int64, device=device)
+        self.window_norms: torch.Tensor | None = torch.zeros(
+            n_l, n_contexts, length, dtype=torch.float32, device=device
+        )
+        """[L, C, T] ||h[c, t]|| per layer; None where a saved run kept none."""
         self.second = (
             torch.zeros(n_l, d_model, d_model, dtype=f64, device=device) if second_moment else None
         )
@@ -258,10 +291,12 @@ class DecompositionAccumulator:
         finite = torch.isfinite(torch.cat([part[4] for part in parts]))
         if not bool(finite.all()):  # one device-to-host read per batch
             raise NonFiniteError(self.layers[int(finite.logical_not().nonzero()[0, 0])])
-        for rows, pos, ctx, first, sumsq, second, row_sq, sketch in parts:
+        for rows, pos, ctx, first, sumsq, second, row_sq, sketch, norms in parts:
             self.pos_sum[rows] += pos
             self.ctx_sum[rows].index_add_(1, idx, ctx)
             self.first[rows].index_copy_(1, idx, first)
+            if self.window_norms is not None:
+                self.window_norms[rows].index_copy_(1, idx, norms)
             self.sumsq[rows] += sumsq
             if self.second is not None and second is not None:
                 self.second[rows] += second
@@ -295,10 +330,12 @@ class DecompositionAccumulator:
         torch.Tensor | None,
         torch.Tensor | None,
         torch.Tensor | None,
+        torch.Tensor,
     ]:
         """One group's sums: (rows, pos [g,T,d], ctx [g,B,d], first [g,B,d], sumsq [g],
         second, row_sq [g,B] each context's sum of squares, kept with interval groups,
-        sketch [g,B,d,r] each context's ``sum_t h h^T @ Omega``, kept with the sketches).
+        sketch [g,B,d,r] each context's ``sum_t h h^T @ Omega``, kept with the sketches,
+        norms [g,B,T] float32 each state's norm).
 
         One float64 copy of the group, read by each sum: casting inside every reduction
         would copy once per sum, and these copies, not the sums, bound the time on a GPU.
@@ -323,7 +360,8 @@ class DecompositionAccumulator:
             projected = rest @ self.sketch_basis.to(torch.float32)
             sketch = (rest.transpose(2, 3) @ projected).double()
             sketch += first.unsqueeze(3) * (first @ self.sketch_basis).unsqueeze(2)
-        return rows, h64.sum(1), h64.sum(2), first.clone(), sumsq, second, row_sq, sketch
+        norms = torch.linalg.vector_norm(h64, dim=3).to(torch.float32)
+        return rows, h64.sum(1), h64.sum(2), first.clone(), sumsq, second, row_sq, sketch, norms
 
     def merge(self, other: DecompositionAccumulator) -> DecompositionAccumulator:
         """Add another shard's sums into this one (in place) and return self."""
@@ -338,6 +376,10 @@ class DecompositionAccumulator:
             raise ValueError("cannot merge accumulators with different interval groups")
         for name in ("pos_sum", "ctx_sum", "first", "sumsq", "seen", *self._group_names()):
             getattr(self, name).add_(getattr(other, name).to(self.seen.device))
+        if self.window_norms is not None and other.window_norms is not None:
+            self.window_norms.add_(other.window_norms.to(self.seen.device))
+        else:  # a shard without norms (resumed from an older checkpoint): none for the run
+            self.window_norms = None
         if self.second is not None and other.second is not None:
             self.second.add_(other.second.to(self.seen.device))
         elif self.second is not None or other.second is not None:
@@ -355,6 +397,8 @@ class DecompositionAccumulator:
         }
         if self.second is not None:
             state["second"] = self.second
+        if self.window_norms is not None:
+            state[NORMS] = self.window_norms
         for name in self._group_names():
             state[name] = getattr(self, name)
         return {k: v.detach().cpu().contiguous() for k, v in state.items()}
@@ -375,6 +419,8 @@ class DecompositionAccumulator:
         )
         if self.group_sketch is None:
             spec.pop("group_sketch", None)
+        if self.window_norms is None:
+            spec.pop(NORMS)
         return spec
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
@@ -382,6 +428,10 @@ class DecompositionAccumulator:
             raise ValueError("saved decomposition state covers other layers")
         for name in ("pos_sum", "ctx_sum", "first", "sumsq", "seen"):
             getattr(self, name).copy_(state[name])
+        if NORMS in state:
+            self.window_norms = state[NORMS].to(self.seen.device, torch.float32).clone()
+        else:  # saved before the norms existed: no outlier information
+            self.window_norms = None
         if self.second is not None:
             if "second" not in state:
                 raise ValueError("saved decomposition state has no second moments")
@@ -417,6 +467,73 @@ class DecompositionAccumulator:
             groups=int(state["group_pos_sum"].shape[1]) if "group_pos_sum" in state else 0,
         )
         acc.load_state_dict(state)
+        return acc
+
+    def empty_like(self, device: torch.device | str | None = None) -> DecompositionAccumulator:
+        """An accumulator of this one's grid (layers, C x T, d, interval groups and their
+        assignment, second moments, sketch rank) with nothing seen yet."""
+        device = self.seen.device if device is None else device
+        acc = DecompositionAccumulator(
+            self.layers,
+            self.n_contexts,
+            self.length,
+            self.d_model,
+            self.second is not None,
+            device=device,
+            groups=self.groups,
+        )
+        acc.group_of = self.group_of.to(device)
+        if self.group_sketch is None:
+            acc._load_sketch(None)
+        elif acc.group_sketch is not None and acc.group_sketch.shape != self.group_sketch.shape:
+            acc._load_sketch(torch.zeros_like(self.group_sketch))
+        return acc
+
+    def without(self, removed: DecompositionAccumulator) -> DecompositionAccumulator:
+        """A new accumulator over every window but those ``removed`` saw: equal, to
+        rounding, to one that never saw them.
+
+        Every sum over windows is linear in them, so ``removed`` (the same grid: layers,
+        C, T, d, groups and second moments, fed exactly the windows to take out, with the
+        same hidden states) is subtracted from the sums over windows (positional sums,
+        sums of squares, second moments, group sums and sketches), and the per-window rows
+        (context sums, position 0, sums of squares, norms) of its windows are dropped. The
+        new accumulator's rows are the kept windows in their order, each in the interval
+        group it had (a group left with no window is dropped, the others renumbered in
+        order). The float64 sums subtract to float64 rounding; the group positional sums
+        are float32 here as everywhere.
+
+        Raises:
+            ValueError: for another grid, or when either has not seen its windows once.
+        """
+        if (removed.layers, removed.n_contexts, removed.length, removed.d_model) != (
+            self.layers,
+            self.n_contexts,
+            self.length,
+            self.d_model,
+        ) or removed.groups != self.groups:
+            raise ValueError("the windows to take out were accumulated on another grid")
+        if not self.complete or bool((removed.seen > 1).any()):
+            raise ValueError("both accumulators must have seen each of their windows once")
+        keep = (removed.seen.cpu() == 0).nonzero().squeeze(1)
+        mine, theirs = self.state_dict(), removed.state_dict()
+        out: dict[str, torch.Tensor] = {"layers": mine["layers"]}
+        for name, tensor in mine.items():
+            if name in PER_WINDOW:
+                out[name] = tensor.index_select(PER_WINDOW[name], keep)
+            elif name != "layers":
+                if name not in theirs:
+                    raise ValueError(f"the windows to take out have no {name}")
+                out[name] = (tensor.double() - theirs[name].double()).to(tensor.dtype)
+        group_of = self.group_of.cpu()[keep]
+        if self.groups:  # a group left with no window is dropped (its sums are only rounding)
+            used = torch.unique(group_of)
+            for name in ("group_pos_sum", "group_sketch"):
+                if name in out:
+                    out[name] = out[name].index_select(1, used)
+            group_of = torch.searchsorted(used, group_of)
+        acc = DecompositionAccumulator.from_state_dict(out)
+        acc.group_of = group_of
         return acc
 
     @property
@@ -470,7 +587,7 @@ class DecompositionAccumulator:
         """The decomposition from one layer's sums over n_c contexts: pos_sum [T, d],
         ctx_sum [n_c, d] (one row per context), sumsq (of every hidden state). A total
         variance that rounding takes below zero is clamped and counted; the layers are
-        analysed in threads (``analyses.layer_threads``), so the count is taken under a
+        analysed in threads (``analyses.common.layer_threads``), so the count is taken under a
         lock."""
         n_t = pos_sum.shape[0]
         mean = pos_sum.sum(0) / (n_c * n_t)
@@ -504,8 +621,8 @@ class DecompositionAccumulator:
 
         Returns:
             (stats, rows): the decomposition of the drawn contexts (a context drawn k
-            times is k rows of ``stats.ctx``; no second moments, but their sketch where
-            the groups keep one) and [C*] the context each row of ``stats.ctx`` is, to
+            times is k rows of its ``ctx``; no second moments, but their sketch where
+            the groups keep one) and [C*] the context each row of that ``ctx`` is, to
             resample labels alike.
         """
         return self.resampler(layer, skip_first)(weights)

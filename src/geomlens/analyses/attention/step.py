@@ -16,16 +16,16 @@ from geomlens.analyses.attention.induction import induction_heads
 from geomlens.analyses.attention.parts import attention_parts
 from geomlens.analyses.attention.qk_basis import qk_positional_basis
 from geomlens.analyses.base import StageRequest
-from geomlens.analyses.decomposition.schema import skip_first_layers
-from geomlens.capturing.capture import CaptureConfig
+from geomlens.analyses.decomposition.schema import outlier_rule, skip_first_layers
+from geomlens.capturing.capture import CaptureConfig, capture_contexts
 from geomlens.capturing.hooks import hidden_states
 from geomlens.corpus import Windows
 from geomlens.errors import GeomlensError
 from geomlens.io.progress import Step, quiet, step_bar
-from geomlens.io.runfolder import RunFolder
 from geomlens.models.loading import eager_attention
 from geomlens.models.view import ModelView
 from geomlens.reporting.figures import pick_layers, save_all
+from geomlens.runs.runfolder import RunFolder
 from geomlens.stats import DecompositionAccumulator
 
 ATTENTION_BLOCKS = 3  # blocks whose attention is split (first, middle, last)
@@ -53,6 +53,8 @@ def attention_in_basis(
     Appends its figures (with file names) to ``figures``.
     """
     blocks = pick_layers([x for x in acc.layers if x < view.n_layers], ATTENTION_BLOCKS)
+    if not blocks:  # only the last layer was captured: it is no block's input
+        return {"unsupported": not_measured_reason(acc.layers, view.n_layers)}
     n_ctx = min(ATTENTION_CONTEXTS, windows.n_contexts)
     ids = torch.tensor(windows.input_ids[:n_ctx])
     hidden = hidden_states(view, ids, blocks)
@@ -91,6 +93,17 @@ def attention_in_basis(
     }
 
 
+def not_measured_reason(layers: list[int], n_layers: int) -> str:
+    """Why the attention split is not measured when no captured layer is a block's input
+    (``layers`` holds only ``n_layers``, the output of the last block)."""
+    named = ", ".join(str(x) for x in layers)
+    return (
+        f"not measured: the capture holds layer {named} only, the output of the last block, "
+        f"and the attention split and W_QK read a block's input (a layer from 0 to "
+        f"{n_layers - 1}); add such a layer to --layers to measure them"
+    )
+
+
 def induction(view: ModelView, seed: int, figures: list[tuple[Any, str]]) -> dict[str, Any]:
     """Induction heads on repeated random tokens (decoders; needs eager attention).
 
@@ -125,13 +138,19 @@ class AttentionAnalysis:
     skip_first: bool
     seed: int
     step: Step = quiet
+    batch_size: int = 8
 
     def __call__(
         self, folder: RunFolder, view: ModelView, windows: Windows, acc: DecompositionAccumulator
     ) -> None:
         step, out = self.step, folder.path / "figures"
-        rows = skip_first_layers(folder.read_metrics())
+        metrics = folder.read_metrics()
+        rows = skip_first_layers(metrics)
         ranks = {r["layer"]: r["pos_rank95"] for r in rows}
+        # the positional basis of the windows the decomposition kept (its outliers out)
+        aside = [int(w) for w in outlier_rule(metrics).get("windows_set_aside", [])]
+        if aside:
+            acc = acc.without(capture_contexts(view, windows, acc, aside, self.batch_size))
         figures: list[tuple[Any, str]] = []
         step("attention in the positional basis")
         with step_bar(step, ATTENTION_BLOCKS + 1, "pass") as bar:
@@ -148,4 +167,6 @@ class AttentionAnalysis:
 
 def attention_stage(request: StageRequest, step: Step) -> AttentionAnalysis:
     """The report's attention stage."""
-    return AttentionAnalysis(request.skip_first, request.config.seed, step)
+    return AttentionAnalysis(
+        request.skip_first, request.config.seed, step, request.config.batch_size
+    )

@@ -1,5 +1,5 @@
 """``geomlens concepts``: baseline, concept-space tests and sweeps written to one run folder
-(``reporting/stages/concepts.py``)."""
+(its step: ``step.py`` beside it)."""
 
 from __future__ import annotations
 
@@ -84,9 +84,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=None,
         metavar="S",
-        help="a preset (sanity, standard, sentences_E, examples_mid, similarity_mid) or "
-        "key=value pairs; repeat for several (default: sanity, sentences_E, examples_mid, "
-        "similarity_mid)",
+        help="a preset (sanity, standard, sentences_E, examples_mid, similarity_dot, "
+        "similarity_mid) or key=value pairs; repeat for several (default: sanity, sentences_E, "
+        "examples_mid, similarity_dot)",
     )
     p.add_argument("--sweep", default=None, metavar="GRID", help="YAML or JSON grid of schemes")
     p.add_argument("--seed", type=int, default=0, help="few-shot sampling and bootstrap seed")

@@ -35,6 +35,9 @@ SEGMENTS = (
 SEGMENT_AGGS = ("mean", "none", "merge_all_segments")
 EXAMPLE_AGGS = ("mean", "none", "soft_cluster")
 SIMILARITIES = ("dot", "cos")
+DEFAULT_SIMILARITY = "dot"
+"""Test 2 compares the context's and each choice's vectors by dot product, as the paper
+does (Singh 2023, section 5.1.2); cosine is a variant a scheme names (``similarity=cos``)."""
 ONE_SEGMENT_PER_BLOCK = ("segment_each_block", "concat_each_example", "concat_all_examples")
 
 # Paper-style names accepted in grid files and --scheme (case-insensitive).
@@ -85,7 +88,7 @@ class Scheme:
         example_agg: EXAMPLE_AGG, across the blocks: "mean", "none" or (test 2) "soft_cluster".
         out_layer: OUT_ENCODING_LAYER of the choices (test 2).
         out_word_agg: OUT_WORD_AGG of the choices (test 2).
-        similarity: "dot" or "cos" (test 2).
+        similarity: "dot" (the paper's, section 5.1.2; the default) or "cos" (test 2).
     """
 
     test: str = "pyramidal"
@@ -112,7 +115,7 @@ class Scheme:
         if self.test == "similarity":
             checks += [
                 ("out_word_agg", self.out_word_agg or "mean", WORD_AGGS),
-                ("similarity", self.similarity or "cos", SIMILARITIES),
+                ("similarity", self.similarity or DEFAULT_SIMILARITY, SIMILARITIES),
             ]
         for name, value, allowed in checks:
             if value not in allowed:
@@ -132,7 +135,7 @@ class Scheme:
                 s,
                 out_layer=str(s.out_layer) if s.out_layer is not None else "E",
                 out_word_agg=s.out_word_agg or "mean",
-                similarity=s.similarity or "cos",
+                similarity=s.similarity or DEFAULT_SIMILARITY,
             )
             check_layer_spec(s.out_layer)
         return _neutral(s)
@@ -277,6 +280,17 @@ PRESETS: dict[str, Scheme] = {
     "standard": Scheme(segment="segment_each_example", layer="N", segment_agg="none"),
     "sentences_E": Scheme(segment="segment_sentences", layer="E", segment_agg="none"),
     "examples_mid": Scheme(segment="concat_each_example", layer="middle", norm="varNorm"),
+    # test 2 as the paper runs it (section 5.1.2): the context and each choice compared by
+    # dot product
+    "similarity_dot": Scheme(
+        test="similarity",
+        segment="concat_all_examples",
+        layer="middle",
+        out_layer="middle",
+        similarity="dot",
+    ),
+    # the same by cosine, a variant: on a model whose vectors share one massive direction
+    # (SmolLM2) the choices' cosines tie and the scheme is degenerate (docs/concepts.md)
     "similarity_mid": Scheme(
         test="similarity",
         segment="concat_all_examples",
@@ -285,7 +299,7 @@ PRESETS: dict[str, Scheme] = {
         similarity="cos",
     ),
 }
-DEFAULT_SCHEMES = ("sanity", "sentences_E", "examples_mid", "similarity_mid")
+DEFAULT_SCHEMES = ("sanity", "sentences_E", "examples_mid", "similarity_dot")
 
 
 def parse_scheme(text: str) -> Scheme:

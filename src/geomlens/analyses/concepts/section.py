@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from geomlens.analyses.concepts.claims import best_scheme, sound_schemes
-from geomlens.io.runfolder import Run
 from geomlens.reporting import interactive as plots
 from geomlens.reporting.html import number, paper, plot, readings, table
 from geomlens.reporting.section import Section
+from geomlens.runs.runfolder import Run
 
 
 def concepts_section(run: Run) -> str:

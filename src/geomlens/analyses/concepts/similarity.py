@@ -3,7 +3,8 @@
 The context is aggregated into vectors as in test 1 (ENCODING_LAYER, WORD_AGG, NORM,
 SEGMENT_AGG, EXAMPLE_AGG); each choice's tokens are encoded on their own and aggregated
 into one vector (OUT_ENCODING_LAYER, OUT_WORD_AGG, the same NORM). A choice's score is
-its best similarity (dot product or cosine) over the context vectors; with EXAMPLE_AGG
+its best similarity over the context vectors: the dot product, as the paper compares them
+(section 5.1.2), or the cosine where a scheme names it; with EXAMPLE_AGG
 "soft_cluster" the context vectors are first averaged with weights
 ``softmax_i(v_i . c)`` against the choice vector c.
 
@@ -27,7 +28,7 @@ from geomlens.analyses.concepts.encode import (
     segments_for,
 )
 from geomlens.analyses.concepts.reuse import Reuse
-from geomlens.analyses.concepts.schemes import Scheme, resolve_layer
+from geomlens.analyses.concepts.schemes import DEFAULT_SIMILARITY, Scheme, resolve_layer
 from geomlens.models.view import ModelView
 
 EPS = 1e-12
@@ -44,7 +45,7 @@ def similarity(a: torch.Tensor, b: torch.Tensor, kind: str) -> torch.Tensor:
 
 def match_scores(context: torch.Tensor, choices: torch.Tensor, scheme: Scheme) -> list[float]:
     """Score of each choice vector [C, d] against the context vectors [M, d]."""
-    kind = scheme.similarity or "cos"
+    kind = scheme.similarity or DEFAULT_SIMILARITY
     out = []
     for c in choices:
         if scheme.example_agg == "soft_cluster":

@@ -51,18 +51,18 @@ from geomlens.analyses.concepts.tasks import Task, load_task
 from geomlens.capturing.capture import CaptureConfig
 from geomlens.corpus import Windows
 from geomlens.errors import GeomlensError
-from geomlens.io import lifecycle
 from geomlens.io.files import replacing, write_text_atomic
 from geomlens.io.progress import Step, item_bar
-from geomlens.io.runfolder import (
+from geomlens.models.facts import check_before_loading
+from geomlens.models.loading import load_configured, resolve_folder
+from geomlens.models.view import ModelView
+from geomlens.runs import lifecycle
+from geomlens.runs.runfolder import (
     Run,
     RunFolder,
     check_given_view,
     model_fingerprint,
 )
-from geomlens.models.facts import check_before_loading
-from geomlens.models.loading import load_configured, resolve_folder
-from geomlens.models.view import ModelView
 from geomlens.stats import DecompositionAccumulator
 from geomlens.stats.finite import require_finite_weights
 

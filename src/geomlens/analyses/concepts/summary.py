@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from geomlens.analyses.concepts import step as concepts_stage
-from geomlens.io.runfolder import Run
 from geomlens.reporting import interactive
+from geomlens.runs.runfolder import Run
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go

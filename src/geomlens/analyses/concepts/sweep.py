@@ -25,8 +25,8 @@ from geomlens.analyses.concepts.schemes import LayerRef, Scheme, resolve_layer, 
 from geomlens.analyses.concepts.scores import rnd, summary
 from geomlens.analyses.concepts.similarity import similarity_scores
 from geomlens.errors import GeomlensError, within_limit
-from geomlens.io.runfolder import write_json
 from geomlens.models.view import ModelView
+from geomlens.runs.runfolder import write_json
 
 HEADLINE = "normalised_vs_acc"
 

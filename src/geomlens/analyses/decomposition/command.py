@@ -1,5 +1,5 @@
 """``geomlens decompose``: the position/context analysis of one captured run
-(``reporting/stages/decomposition.py``)."""
+(its step: ``step.py`` beside it)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from geomlens.capturing.capture import CaptureConfig
 from geomlens.config.options import add_capture_options, capture_options, finished
 from geomlens.config.run import CaptureRunConfig
 from geomlens.io.progress import StepLines
-from geomlens.io.runfolder import Run
 from geomlens.models.view import ModelView
 from geomlens.pipeline import run as pipeline
+from geomlens.runs.runfolder import Run
 
 
 def run_decompose(

@@ -66,6 +66,9 @@ class LayerDecomposition:
         pos_smoothness: mean |G[t+1, t'] - G[t, t']| / mean |G|.
         pos_low_freq_energy: share of ||pos||_F^2 in the lowest ceil(T'/10) frequencies
             over positions (DCT-II of each coordinate), ``spectra.low_freq_energy``.
+        pos_nothing_to_measure: why the positional part's statistics are null although its
+            energy is not exactly 0 (energy at float64 rounding level beside the layer's
+            variance, ``ROUNDING_SHARE``), or None.
         incoherence_k: dimension of the compared subspaces (pos_rank95, capped by ranks).
         incoherence_max: largest principal-angle cosine between top-k pos and ctx directions.
         incoherence_mean: mean principal-angle cosine.
@@ -79,14 +82,18 @@ class LayerDecomposition:
         ctx_cos_between: mean |cos| between context vectors with different labels, or None.
         ctx_cluster_ari: adjusted Rand index of k-means on context vectors, or None.
 
-    With the noise removed (``analyses.position_noise``; None without interval groups):
+    With the noise removed (``analyses.decomposition.position_noise``; None without
+    interval groups):
 
         pos_noise_share: share of pos's energy that is sampling noise (tr V / ||pos||^2).
         pos_contexts_needed: contexts at which that share would fall under 10%.
         pos_rank_corrected: eigenvalues of the noise-free Gram K above the noise floor (r).
-        pos_eigen_floor: that floor as a share of tr(K).
-        pos_rank95_corrected: smallest k whose top-k eigenvalues of K reach 95% of tr(K).
-        pos_stable_rank_corrected: tr(K) / lambda_1(K).
+        pos_eigen_floor: that floor over tr(K+) (above 1: no direction passes it).
+        pos_gram_negative_share: the mass of K's negative eigenvalues over tr(K+): how far
+            the unbiased K is from a Gram matrix (0 for a positive semi-definite K).
+        pos_rank95_corrected: smallest k whose top-k eigenvalues of K+ (K projected onto
+            the positive semi-definite cone, its noise spread removed) reach 95% of tr(K+).
+        pos_stable_rank_corrected: tr(K+) / lambda_1(K+), at least 1.
         pos_singular_values_corrected: sqrt of K's first 64 positive eigenvalues.
         pos_low_freq_energy_corrected: the share of the positional energy in the lowest
             10% of frequencies over positions, from K (``pos_low_freq_energy`` plain).
@@ -133,10 +140,12 @@ class LayerDecomposition:
     ctx_cos_between: float | None
     ctx_cluster_ari: float | None
     pos_low_freq_energy: float | None = None
+    pos_nothing_to_measure: str | None = None
     pos_noise_share: float | None = None
     pos_contexts_needed: int | None = None
     pos_rank_corrected: int | None = None
     pos_eigen_floor: float | None = None
+    pos_gram_negative_share: float | None = None
     pos_rank95_corrected: int | None = None
     pos_stable_rank_corrected: float | None = None
     pos_low_freq_energy_corrected: float | None = None
@@ -247,6 +256,35 @@ def _top_eigenvalue(m: Array) -> float:
     return top_eigenvalue(m, "the hidden states' second-moment matrix")
 
 
+ROUNDING_SHARE = 1e-12
+"""A positional part holding at most this share of the layer's variance is float64 rounding
+(about 1e-16 per operation, summed over thousands of states), not position."""
+
+
+def at_rounding_level(stats: DecompositionStats) -> str | None:
+    """Why the positional part holds nothing to measure (its energy is above 0 but at
+    rounding level), or None when it holds something or is exactly 0."""
+    share = stats.raw_shares[0]
+    if not share > 0 or share > ROUNDING_SHARE:
+        return None
+    return (
+        f"the positional part holds {share:.1e} of the layer's variance, float64 rounding "
+        f"(at most {ROUNDING_SHARE:g}), so its ranks, spectra and coherences are not measured"
+    )
+
+
+def measurable_positions(
+    stats: DecompositionStats, groups: GroupPositions | None
+) -> tuple[npt.NDArray[np.float64], GroupPositions | None, str | None]:
+    """(pos, its groups, None), or, for a positional part at rounding level, (zeros, None,
+    why): rounding is not position, so its statistics are nulls, as for an exact zero."""
+    pos = np.asarray(stats.pos, dtype=np.float64)
+    nothing = at_rounding_level(stats)
+    if nothing is None:
+        return pos, groups, None
+    return np.zeros_like(pos), None, nothing
+
+
 def analyse_layer(
     stats: DecompositionStats,
     labels: Labels | None = None,
@@ -274,8 +312,8 @@ def analyse_layer(
     Returns:
         The layer's results; deterministic for a given seed.
     """
-    pos = np.asarray(stats.pos, dtype=np.float64)
     ctx = np.asarray(stats.ctx, dtype=np.float64)
+    pos, groups, nothing = measurable_positions(stats, groups)
     _, svals, vt = np.linalg.svd(pos, full_matrices=False)
     top = float(svals[0]) if svals.size else 0.0
     share_pos, share_ctx, share_resid = stats.shares
@@ -323,6 +361,7 @@ def analyse_layer(
         coherence_random_mean=coherence.random_mean_cos,
         **_label_fields(ctx, labels, stats.n_contexts, seed),
         pos_low_freq_energy=spectra.low_freq_energy(pos @ pos.T),
+        pos_nothing_to_measure=nothing,
         **_corrected_fields(noise_free),
     )
 
@@ -355,6 +394,7 @@ def _corrected_fields(found: CorrectedPositions | None) -> dict[str, Any]:
         "pos_contexts_needed": found.contexts_needed,
         "pos_rank_corrected": found.rank,
         "pos_eigen_floor": found.floor,
+        "pos_gram_negative_share": found.negative_share,
         "pos_rank95_corrected": found.rank95,
         "pos_stable_rank_corrected": found.stable_rank,
         "pos_low_freq_energy_corrected": found.low_freq_energy,

@@ -6,6 +6,7 @@ from geomlens.analyses.base import AnalysisEntry
 from geomlens.analyses.decomposition.claims import position_claims
 from geomlens.analyses.decomposition.schema import published_section
 from geomlens.analyses.decomposition.section import SECTION
+from geomlens.analyses.decomposition.sequential import RULE
 from geomlens.analyses.decomposition.step import check_decomposable, decomposition_stage
 from geomlens.analyses.decomposition.summary import (
     decompose_lines,
@@ -28,4 +29,5 @@ ENTRY = AnalysisEntry(
     published=published_section,
     stacks={"decomposition": "encoder"},
     check=check_decomposable,
+    contexts_rule=RULE,
 )

@@ -2,20 +2,22 @@
 
 Each function takes results (``LayerDecomposition``) or statistics (``DecompositionStats``)
 and returns a figure: a matplotlib ``Figure`` (drawn with the Agg canvas, no pyplot state)
-for static PNG, or a plotly ``Figure`` for interactive HTML; ``report.figures.save`` writes.
+for static PNG, or a plotly ``Figure`` for interactive HTML; ``reporting.figures.save`` writes.
 Every title says whether position 0 was skipped.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from geomlens.analyses.common.spectra import gram_dct, gram_matrix, n_low_frequencies
 from geomlens.analyses.decomposition.compute import LayerDecomposition
+from geomlens.analyses.decomposition.position_noise import GroupPositions, denoised_positions
 from geomlens.reporting.figures import new_figure, pick_layers
 from geomlens.stats.decomposition import DecompositionStats
 
@@ -32,9 +34,81 @@ def _skip_note(skip_first: bool) -> str:
     return "position 0 skipped" if skip_first else "all positions"
 
 
-def _select(
-    stats: Sequence[DecompositionStats], layers: Sequence[int] | None, max_panels: int
-) -> list[DecompositionStats]:
+@dataclass(frozen=True)
+class PositionalPart:
+    """One layer's positional vectors as a figure draws them, when they are not a view's
+    plain ``DecompositionStats.pos``: the noise-removed P_r of ``denoised_part``.
+
+    Attributes:
+        layer: hidden-state layer.
+        positions: [T'] the positions kept.
+        pos: [T', d] the positional vectors.
+        skip_first: whether position 0 was left out.
+        noise_removed: whether the sampling noise was removed (P_r).
+    """
+
+    layer: int
+    positions: npt.NDArray[np.int64]
+    pos: Array
+    skip_first: bool
+    noise_removed: bool = True
+
+
+Part = DecompositionStats | PositionalPart
+"""What the positional figures draw: a view's statistics or a positional part."""
+
+PartT = TypeVar("PartT", bound=Part)
+
+
+def denoised_part(
+    groups: GroupPositions, rank: int | None, layer: int, skip_first: bool = True
+) -> PositionalPart | None:
+    """The noise-removed positional part P_r of one layer, pos projected onto the top
+    ``rank`` eigenvectors of the noise-free Gram K (``pos_rank_corrected``): what the
+    claims' view reads. None when no direction stands above the noise floor."""
+    if rank is None or rank < 1:
+        return None
+    pos = denoised_positions(groups, rank)
+    first = 1 if skip_first else 0
+    return PositionalPart(layer, np.arange(first, first + pos.shape[0]), pos, skip_first)
+
+
+def _note(part: Part) -> str:
+    """The view of one part, for a title: which positions, and whether noise was removed."""
+    removed = isinstance(part, PositionalPart) and part.noise_removed
+    return _skip_note(bool(part.skip_first)) + (", noise removed" if removed else "")
+
+
+def _panel_title(part: Part, with_view: bool) -> str:
+    """ "layer L", with the view when two are drawn (the figure's title says them in full)."""
+    if not with_view:
+        return f"layer {part.layer}"
+    removed = isinstance(part, PositionalPart) and part.noise_removed
+    return f"layer {part.layer} ({'noise removed' if removed else _skip_note(part.skip_first)})"
+
+
+def _views_note(rows: Sequence[Sequence[Part | None]]) -> str:
+    """The views shown, one per row, for a figure's title."""
+    notes = [next((_note(p) for p in row if p is not None), None) for row in rows]
+    return " / ".join(n for n in notes if n) or _skip_note(False)
+
+
+def _view_rows(
+    stats: Sequence[Part],
+    layers: Sequence[int] | None,
+    max_panels: int,
+    beside: Sequence[PositionalPart] | None,
+) -> list[list[Part | None]]:
+    """The panels of each row: the chosen layers of ``stats``, then (with ``beside``) the
+    same layers of ``beside`` (None where it lacks one)."""
+    chosen: list[Part | None] = list(_select(stats, layers, max_panels))
+    if beside is None:
+        return [chosen]
+    by_layer = {p.layer: p for p in beside}
+    return [chosen, [by_layer.get(s.layer) for s in chosen if s is not None]]
+
+
+def _select(stats: Sequence[PartT], layers: Sequence[int] | None, max_panels: int) -> list[PartT]:
     by_layer = {s.layer: s for s in stats}
     chosen = pick_layers(list(by_layer), max_panels) if layers is None else list(layers)
     missing = [layer for layer in chosen if layer not in by_layer]
@@ -44,8 +118,8 @@ def _select(
 
 
 def _panels(
-    stats: Sequence[DecompositionStats], layers: Sequence[int] | None, max_panels: int
-) -> tuple[list[DecompositionStats], int, int]:
+    stats: Sequence[PartT], layers: Sequence[int] | None, max_panels: int
+) -> tuple[list[PartT], int, int]:
     """The layers shown (``_select``), and the rows and columns of their grid (at most 3
     columns)."""
     chosen = _select(stats, layers, max_panels)
@@ -154,50 +228,83 @@ def spectra_figure(results: Sequence[LayerDecomposition]) -> Figure:
 
 
 def spiral_figure(
-    stats: Sequence[DecompositionStats], layers: Sequence[int] | None = None, max_panels: int = 6
+    stats: Sequence[Part],
+    layers: Sequence[int] | None = None,
+    max_panels: int = 6,
+    beside: Sequence[PositionalPart] | None = None,
 ) -> Figure:
-    """Top-3 principal components of pos[t], coloured by t, one 3-D panel per layer.
+    """Top-3 principal components of pos[t], coloured by t, one 3-D panel per layer; with
+    ``beside``, a second row of the same layers from those parts (the noise-removed view).
 
     Args:
-        stats: per-layer statistics.
+        stats: per-layer statistics (or positional parts).
         layers: layers to show (default: up to ``max_panels`` spread evenly).
         max_panels: most panels when ``layers`` is None.
+        beside: a second view's parts, drawn under the first (layers it lacks left empty).
     """
-    chosen, nrows, ncols = _panels(stats, layers, max_panels)
+    rows = _view_rows(stats, layers, max_panels, beside)
+    chosen = rows[0]
+    if beside is None:
+        _, nrows, ncols = _panels(stats, layers, max_panels)
+    else:
+        nrows, ncols = len(rows), max(len(chosen), 1)
     fig = new_figure(3.6 * ncols, 3.4 * nrows)
-    for i, s in enumerate(chosen):
-        ax = fig.add_subplot(nrows, ncols, i + 1, projection="3d")
-        xyz = principal_coordinates(s.pos, 3)
-        ax.plot(xyz[:, 0], xyz[:, 1], xyz[:, 2], color="#999999", lw=0.5)
-        ax.scatter(xyz[:, 0], xyz[:, 1], xyz[:, 2], c=s.positions, cmap="viridis", s=6)
-        ax.set_title(f"layer {s.layer}", fontsize=9)
-        ax.tick_params(labelsize=6)
-    skip = bool(chosen[0].skip_first) if chosen else False
-    fig.suptitle(f"Positional part, top-3 PCs, coloured by position ({_skip_note(skip)})")
+    for r, row in enumerate(rows):
+        for i, s in enumerate(row):
+            if s is None:
+                continue
+            index = i + 1 if beside is None else r * ncols + i + 1
+            ax = fig.add_subplot(nrows, ncols, index, projection="3d")
+            xyz = principal_coordinates(s.pos, 3)
+            ax.plot(xyz[:, 0], xyz[:, 1], xyz[:, 2], color="#999999", lw=0.5)
+            ax.scatter(xyz[:, 0], xyz[:, 1], xyz[:, 2], c=s.positions, cmap="viridis", s=6)
+            ax.set_title(_panel_title(s, beside is not None), fontsize=9)
+            ax.tick_params(labelsize=6)
+    fig.suptitle(f"Positional part, top-3 PCs, coloured by position ({_views_note(rows)})")
     return fig
 
 
 def spiral_figure_interactive(
-    stats: Sequence[DecompositionStats], layers: Sequence[int] | None = None, max_panels: int = 6
+    stats: Sequence[Part],
+    layers: Sequence[int] | None = None,
+    max_panels: int = 6,
+    beside: Sequence[PositionalPart] | None = None,
 ) -> go.Figure:
-    """Interactive version of ``spiral_figure``: one 3-D scene per layer.
+    """Interactive version of ``spiral_figure``: one 3-D scene per layer (and per view,
+    with ``beside``: one row each, the same layers in each column).
 
     Args:
-        stats: per-layer statistics.
+        stats: per-layer statistics (or positional parts).
         layers: layers to show (default: up to ``max_panels`` spread evenly).
         max_panels: most panels when ``layers`` is None.
+        beside: a second view's parts, drawn under the first (layers it lacks left empty).
     """
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    chosen, nrows, ncols = _panels(stats, layers, max_panels)
+    rows = _view_rows(stats, layers, max_panels, beside)
+    chosen = rows[0]
+    if beside is None:
+        _, nrows, ncols = _panels(stats, layers, max_panels)
+        cells = [(i // ncols + 1, i % ncols + 1, s) for i, s in enumerate(chosen)]
+    else:
+        nrows, ncols = len(rows), max(len(chosen), 1)
+        cells = [(r + 1, i + 1, s) for r, row in enumerate(rows) for i, s in enumerate(row)]
+    titles = [
+        "" if s is None else _panel_title(s, beside is not None)
+        for _, _, s in sorted(cells, key=lambda c: (c[0], c[1]))
+    ]
+    panel = min(420, PAGE_WIDTH // ncols)  # square scenes, the row no wider than the page
     fig = make_subplots(
         rows=nrows,
         cols=ncols,
         specs=[[{"type": "scene"}] * ncols for _ in range(nrows)],
-        subplot_titles=[f"layer {s.layer}" for s in chosen],
+        subplot_titles=titles,
     )
-    for i, s in enumerate(chosen):
+    first = True
+    for row, col, s in cells:
+        if s is None:
+            continue
         xyz = principal_coordinates(s.pos, 3)
         fig.add_trace(
             go.Scatter3d(
@@ -209,81 +316,105 @@ def spiral_figure_interactive(
                     "size": 2.5,
                     "color": s.positions,
                     "colorscale": "Viridis",
-                    "showscale": i == 0,
+                    "showscale": first,
                     "colorbar": {"title": {"text": "t"}},
                 },
                 line={"color": "#999999", "width": 1},
                 text=[f"t={t}" for t in s.positions],
-                name=f"layer {s.layer}",
+                name=f"layer {s.layer} ({_note(s)})",
                 showlegend=False,
             ),
-            row=i // ncols + 1,
-            col=i % ncols + 1,
+            row=row,
+            col=col,
         )
-    skip = bool(chosen[0].skip_first) if chosen else False
+        first = False
     fig.update_layout(
-        title={"text": f"Positional part, top-3 PCs ({_skip_note(skip)})"},
-        height=420 * nrows,
-        width=420 * ncols,
+        title={"text": f"Positional part, top-3 PCs ({_views_note(rows)})"},
+        height=panel * nrows,
+        width=panel * ncols,
         margin={"l": 0, "r": 0, "t": 60, "b": 0},
     )
     return fig
 
 
+PAGE_WIDTH = 1300
+"""The widest a figure of several panels is drawn, in pixels (the page fits 1,400)."""
+
+
+def normalised_gram(part: Part) -> Array:
+    """[T', T'] the cosines between the positional vectors of ``part`` (``gram_matrix``):
+    symmetric, unit diagonal wherever pos[t] is not zero. For a noise-removed part, the
+    normalised Gram of P_r that ``pos_low_freq_corrected`` reads."""
+    return gram_matrix(part.pos)
+
+
 def gram_figure(
-    stats: Sequence[DecompositionStats],
+    stats: Sequence[Part],
     layers: Sequence[int] | None = None,
     max_panels: int = 4,
     n_freq: int | None = None,
+    beside: Sequence[PositionalPart] | None = None,
 ) -> Figure:
-    """Gram matrix of the normalised positional vectors and its 2-D DCT, per layer.
+    """Gram matrix of the normalised positional vectors and its 2-D DCT, per layer; with
+    ``beside``, two more rows of the same from those parts (the noise-removed view).
 
     The DCT panel shows the lowest ``n_freq`` frequencies on each axis (default
-    ``max(10, 2 * ceil(T'/10))``); the box marks the block counted by ``pos_low_freq``.
+    ``max(10, 2 * ceil(T'/10))``); the box marks the block counted by ``pos_low_freq``
+    (the Gram low-frequency share).
 
     Args:
-        stats: per-layer statistics.
+        stats: per-layer statistics (or positional parts).
         layers: layers to show (default: up to ``max_panels`` spread evenly).
         max_panels: most layers when ``layers`` is None.
         n_freq: frequencies shown in the DCT panel.
+        beside: a second view's parts, drawn under the first (layers it lacks left empty).
     """
     from matplotlib.patches import Rectangle
 
-    chosen = _select(stats, layers, max_panels)
-    fig = new_figure(3.2 * len(chosen), 6.2)
-    for i, s in enumerate(chosen):
-        g = gram_matrix(s.pos)
-        coef = gram_dct(g)
-        n_low = n_low_frequencies(g.shape[0])
-        n_show = min(g.shape[0], n_freq or max(10, 2 * n_low))
-        top = fig.add_subplot(2, len(chosen), i + 1)
-        ext = (
-            s.positions[0] - 0.5,
-            s.positions[-1] + 0.5,
-            s.positions[-1] + 0.5,
-            s.positions[0] - 0.5,
-        )
-        im = top.imshow(g, cmap="coolwarm", vmin=-1, vmax=1, extent=ext, interpolation="nearest")
-        top.set_title(f"layer {s.layer}: Gram", fontsize=9)
-        top.set_xlabel("t'", fontsize=8)
-        top.set_ylabel("t", fontsize=8)
-        top.tick_params(labelsize=6)
-        bottom = fig.add_subplot(2, len(chosen), len(chosen) + i + 1)
-        block = coef[:n_show, :n_show]
-        vmax = float(np.abs(block).max()) or 1.0
-        im2 = bottom.imshow(block, cmap="coolwarm", vmin=-vmax, vmax=vmax, interpolation="nearest")
-        bottom.add_patch(
-            Rectangle((-0.5, -0.5), n_low, n_low, fill=False, edgecolor="black", lw=1.0)
-        )
-        bottom.set_title(f"layer {s.layer}: DCT (low {n_show})", fontsize=9)
-        bottom.set_xlabel("frequency", fontsize=8)
-        bottom.set_ylabel("frequency", fontsize=8)
-        bottom.tick_params(labelsize=6)
-        if i == len(chosen) - 1:
-            fig.colorbar(im, ax=top, shrink=0.8)
-            fig.colorbar(im2, ax=bottom, shrink=0.8)
-    skip = bool(chosen[0].skip_first) if chosen else False
-    fig.suptitle(f"Positional Gram matrices and their DCT ({_skip_note(skip)})")
+    rows = _view_rows(stats, layers, max_panels, beside)
+    ncols = max(len(rows[0]), 1)
+    nrows = 2 * len(rows)
+    fig = new_figure(3.2 * ncols, 3.1 * nrows)
+    two = beside is not None
+    for r, row in enumerate(rows):
+        for i, s in enumerate(row):
+            if s is None:
+                continue
+            g = normalised_gram(s)
+            coef = gram_dct(g)
+            n_low = n_low_frequencies(g.shape[0])
+            n_show = min(g.shape[0], n_freq or max(10, 2 * n_low))
+            top = fig.add_subplot(nrows, ncols, 2 * r * ncols + i + 1)
+            ext = (
+                s.positions[0] - 0.5,
+                s.positions[-1] + 0.5,
+                s.positions[-1] + 0.5,
+                s.positions[0] - 0.5,
+            )
+            im = top.imshow(
+                g, cmap="coolwarm", vmin=-1, vmax=1, extent=ext, interpolation="nearest"
+            )
+            top.set_title(f"{_panel_title(s, two)}: Gram", fontsize=9)
+            top.set_xlabel("t'", fontsize=8)
+            top.set_ylabel("t", fontsize=8)
+            top.tick_params(labelsize=6)
+            bottom = fig.add_subplot(nrows, ncols, (2 * r + 1) * ncols + i + 1)
+            block = coef[:n_show, :n_show]
+            vmax = float(np.abs(block).max()) or 1.0
+            im2 = bottom.imshow(
+                block, cmap="coolwarm", vmin=-vmax, vmax=vmax, interpolation="nearest"
+            )
+            bottom.add_patch(
+                Rectangle((-0.5, -0.5), n_low, n_low, fill=False, edgecolor="black", lw=1.0)
+            )
+            bottom.set_title(f"layer {s.layer}: DCT (low {n_show})", fontsize=9)
+            bottom.set_xlabel("frequency", fontsize=8)
+            bottom.set_ylabel("frequency", fontsize=8)
+            bottom.tick_params(labelsize=6)
+            if i == len(row) - 1:
+                fig.colorbar(im, ax=top, shrink=0.8)
+                fig.colorbar(im2, ax=bottom, shrink=0.8)
+    fig.suptitle(f"Positional Gram matrices and their DCT ({_views_note(rows)})")
     return fig
 
 

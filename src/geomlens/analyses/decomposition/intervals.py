@@ -26,7 +26,9 @@ estimate's common bias.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
@@ -89,8 +91,9 @@ BOUNDS = {
     **{key: UNIT for key in ("pos_low_freq_energy", "pos_low_freq_energy_corrected")},
     **{key: UNIT for key in ("coherence_max_corrected", "coherence_mean_corrected")},
     "incoherence_mean_corrected": UNIT,
-    "pos_rank95_corrected": (0.0, float("inf")),
-    "pos_stable_rank_corrected": (0.0, float("inf")),
+    # K+'s spectrum (position_noise): a 95% rank and a stable rank of at least 1
+    "pos_rank95_corrected": (1.0, float("inf")),
+    "pos_stable_rank_corrected": (1.0, float("inf")),
     "pos_smoothness_corrected": (0.0, float("inf")),
     **{key: UNIT for key in ("ctx_cos_within", "ctx_cos_between")},
     "ctx_cluster_ari": (-1.0, 1.0),
@@ -112,6 +115,28 @@ METHOD = (
     "delete-half jackknife over G contiguous groups of contexts (each draw keeps G // 2 "
     "groups, the decomposition redone from their sums): number +- t(G - 1) standard errors"
 )
+
+
+LEVEL = 0.95
+"""The intervals' coverage, unless a run sets another (``interval_level``)."""
+
+_level: ContextVar[float] = ContextVar("geomlens_interval_level", default=LEVEL)
+
+
+@contextmanager
+def interval_level(level: float) -> Iterator[None]:
+    """Inside, the intervals over contexts are at ``level`` (``--contexts auto`` spends
+    its error over several looks: ``analyses.decomposition.sequential``)."""
+    token = _level.set(level)
+    try:
+        yield
+    finally:
+        _level.reset(token)
+
+
+def current_level() -> float:
+    """The intervals' coverage in force (``interval_level``'s, default 95%)."""
+    return _level.get()
 
 
 def group_draws(groups: int, n_draws: int, seed: int) -> np.ndarray:
@@ -198,10 +223,12 @@ def half_sample_interval(
     draws: list[float | None],
     groups: int,
     bounds: tuple[float, float] = (-np.inf, np.inf),
+    level: float | None = None,
 ) -> list[Any]:
     """[low, high] = value +- t se, cut to ``bounds``: se from the half-sample draws
-    (delete-d jackknife, d = groups - groups // 2), t the 97.5th percentile of Student's t
-    with groups - 1 degrees of freedom (the groups are the independent units).
+    (delete-d jackknife, d = groups - groups // 2), t the (1 + level) / 2 quantile of
+    Student's t with groups - 1 degrees of freedom (the groups are the independent units;
+    ``level`` None: ``current_level()``, 95% unless a run set another).
     [None, None] when the number is undefined in most draws."""
     finite = np.asarray([v for v in draws if v is not None and np.isfinite(v)], np.float64)
     if value is None or not np.isfinite(value) or finite.size < max(2, len(draws) / 2):
@@ -210,9 +237,65 @@ def half_sample_interval(
     se = float(np.sqrt((groups - deleted) / deleted * finite.var()))
     import scipy.stats  # on first use: 0.5 s to import
 
-    quantile = float(scipy.stats.t.ppf(0.975, groups - 1))
+    level = current_level() if level is None else level
+    quantile = float(scipy.stats.t.ppf((1 + level) / 2, groups - 1))
     low, high = max(bounds[0], value - quantile * se), min(bounds[1], value + quantile * se)
     return [sig(low), sig(high)]
+
+
+CORRECTED_FIELDS = {
+    "pos_noise_share": "noise_share",
+    "pos_low_freq_energy_corrected": "low_freq_energy",
+    "pos_rank95_corrected": "rank95",
+    "pos_stable_rank_corrected": "stable_rank",
+    "pos_low_freq_corrected": "low_freq",
+    "pos_smoothness_corrected": "smoothness",
+    "coherence_max_corrected": "coherence_max",
+    "coherence_mean_corrected": "coherence_mean",
+    "incoherence_mean_corrected": "incoherence_mean",
+}
+"""The key of each noise-corrected number in a layer row -> its field of
+``position_noise.CorrectedPositions``."""
+
+
+def corrected_intervals(
+    groups: position_noise.GroupPositions,
+    ctx: np.ndarray,
+    n_draws: int = N_DRAWS,
+    seed: int = 0,
+) -> tuple[position_noise.CorrectedPositions | None, dict[str, list[Any]]]:
+    """One layer's noise-corrected numbers and their half-sample intervals from its groups
+    alone, by the same steps as ``decomposition_intervals`` (the same draws of groups, r
+    kept at the whole corpus's, the same ``half_sample_interval``) without the rest of
+    the decomposition: what the planted calibration of the guards
+    (``analyses.decomposition.planted``) resamples. ``ctx`` [C, d] stays whole.
+
+    Returns:
+        (the whole corpus's numbers, {row key: [low, high]}); (None, {}) when undefined.
+    """
+    _, values, vt = np.linalg.svd(ctx, full_matrices=False)
+    whole = position_noise.corrected(groups, ctx, seed, baseline=False, ctx_svd=(values, vt))
+    if whole is None:
+        return None, {}
+    draws = group_draws(groups.n_groups, n_draws, seed)
+    found = [
+        position_noise.corrected(
+            groups.subset(np.asarray(w) > 0),
+            ctx,
+            seed,
+            rank=whole.rank,
+            baseline=False,
+            ctx_svd=(values, vt),
+        )
+        for w in draws
+    ]
+    out = {}
+    for key, field in CORRECTED_FIELDS.items():
+        drawn = [None if f is None else float(getattr(f, field)) for f in found]
+        out[key] = half_sample_interval(
+            float(getattr(whole, field)), drawn, groups.n_groups, BOUNDS[key]
+        )
+    return whole, out
 
 
 def median_intervals(
@@ -312,4 +395,6 @@ def decomposition_intervals(
         "not_resampled": not_resampled,
         "layers": layers,
         "medians": medians,
+        # recorded where a run set another coverage (--contexts auto's looks)
+        **({"level": current_level()} if current_level() != LEVEL else {}),
     }

@@ -13,10 +13,26 @@ P plus noise independent of the other groups', so
   of equal size it is the mean of the cross-products ``pos_g pos_h^T`` over pairs of
   distinct groups (E[P_A P_B^T] = P P^T for independent halves A and B).
 
-K's eigenvalues are the noise-free spectrum (ranks, stable rank) and its trace in the low
-frequencies the noise-free low-frequency energy. The normalised Gram matrix and the
-coherence with ctx are read on pos projected onto K's eigenvectors above the noise floor
-(the eigenvalue that noise alone reaches, from sign-flipped groups). Beside each number
+K is unbiased but not a Gram matrix: where noise dominates a direction, K's eigenvalue
+there is negative (the noise subtracted, V, exceeds what pos holds in it). Two readings:
+
+- spectra (ranks, stable rank, the eigenvalue floor's scale) read ``K+``, a positive
+  semi-definite matrix: K's eigenvalues at or below ``|lambda_min(K)|`` set to 0. That is
+  the projection onto the PSD cone (negative eigenvalues to 0, the nearest PSD matrix in
+  Frobenius norm) and, beside it, the positive eigenvalues inside the same spread: the
+  noise moves K's eigenvalues up as much as down, so those are as much noise as the
+  negative ones (clipping only the negative ones put that noise back, and a rank-8 P at a
+  noise share of 0.37 read a 95%-energy rank of 19). A spectrum with negative eigenvalues
+  has a "stable rank" tr(K) / lambda_1 below 1, which no Gram matrix can have; K+ keeps
+  every such number in its range (stable rank >= 1). Directions weaker than the spread
+  are lost, so K+'s ranks are biased low under strong noise.
+- the low-frequency energy ``tr(F_low^T K F_low) / tr(K)`` reads K itself: numerator and
+  denominator are linear in K, so both are unbiased; clipping would add the clipped
+  noise mass, spread over all frequencies, and pull the share toward white noise's 10%.
+
+The normalised Gram matrix and the coherence with ctx are read on pos projected onto
+K's eigenvectors above the noise floor (the eigenvalue that noise alone reaches, from
+sign-flipped groups). Beside each number
 stands a split-half noise floor: the same statistic of a noise-only estimate, the
 difference of two halves of the groups scaled to the pooled estimate's noise,
 ``(pos_A - pos_B) sqrt(N_A N_B) / N`` (the positional signal cancels). See
@@ -120,11 +136,16 @@ def noise_covariance(groups: GroupPositions, pooled: Array | None = None) -> Arr
 
 
 def contexts_needed(
-    noise_share: float, n_contexts: int, target: float = NOISE_TARGET
+    noise_share: float, n_contexts: int, target: float = NOISE_TARGET, upper: float | None = None
 ) -> int | None:
-    """Contexts at which the noise share falls under ``target``: the noise energy falls
-    as 1/C and the signal's stays, so C' = C (s / (1 - s)) (1 - target) / target. None when
-    no signal stands above the noise (s >= 1)."""
+    """Contexts at which the noise share's interval falls under ``target``. The noise
+    energy falls as 1/C and the signal's stays, so the ratio s / (1 - s) falls as 1/C, and
+    with it the upper end of the share's interval (its relative width stays). Aiming that
+    upper end u, not the share itself, under the target: C' = C (u / (1 - u)) (1 - target)
+    / target, u = max(s, ``upper``) (``upper`` None: u = s, no margin). None when no
+    signal stands above the noise (u >= 1)."""
+    if upper is not None and math.isfinite(upper):
+        noise_share = max(noise_share, upper)
     if not math.isfinite(noise_share) or noise_share >= 1.0:
         return None
     if noise_share <= 0.0:
@@ -142,10 +163,10 @@ class CorrectedPositions:
             noise (the split-half disagreement).
         contexts_needed: contexts at which that share would fall under 10% (None when no
             positional energy stands above the noise).
-        eigenvalues: K's eigenvalues, decreasing: the squared singular values of P (the
-            smallest are negative where noise dominates).
-        rank95: smallest k whose top-k eigenvalues of K reach 95% of tr(K).
-        stable_rank: tr(K) / lambda_1(K).
+        eigenvalues: the eigenvalues of K+ (K's eigenvalues with those at or below
+            |lambda_min(K)| set to 0: PSD), decreasing: the squared singular values of P.
+        rank95: smallest k whose top-k eigenvalues of K+ reach 95% of tr(K+).
+        stable_rank: tr(K+) / lambda_1(K+), at least 1 (nan when K+ is 0).
         rank: r, the eigenvalues of K above the noise floor.
         low_freq_energy: ``spectra.low_freq_energy`` of K: the share of P's energy in the
             lowest 10% of frequencies over positions (unbiased numerator and denominator).
@@ -155,8 +176,12 @@ class CorrectedPositions:
         coherence_max, coherence_mean: max and mean |cos(P_r[t], ctx_c)|.
         incoherence_mean: mean principal-angle cosine between the top r directions of P_r
             and of ctx.
-        floor: the noise floor of K's eigenvalues as a share of tr(K) (None when r was
-            given rather than found).
+        floor: the noise floor of K's eigenvalues over tr(K+) (None when r was given
+            rather than found). A ratio, not a share: it passes 1 where noise alone puts
+            more into one direction than the whole noise-free energy holds, and then no
+            direction passes the floor (r = 0).
+        negative_share: the mass of K's negative eigenvalues over tr(K+) (0 for a PSD K):
+            how far K is from a Gram matrix.
         noise: the split-half noise floors (None without them): "rank95", "stable_rank",
             "low_freq", "low_freq_energy" of the noise-only estimate N (the plain
             statistics read from noise alone), and "coherence_max", "incoherence_mean" of
@@ -177,10 +202,11 @@ class CorrectedPositions:
     incoherence_mean: float
     floor: float | None = None
     noise: dict[str, float] | None = None
+    negative_share: float | None = None
 
     @property
     def singular_values(self) -> tuple[float, ...]:
-        """sqrt of K's positive eigenvalues: the noise-free spectrum of pos."""
+        """sqrt of K+'s positive eigenvalues: the noise-free spectrum of pos."""
         return tuple(math.sqrt(v) for v in self.eigenvalues if v > 0)
 
 
@@ -258,7 +284,12 @@ def corrected(
     values, vectors = np.linalg.eigh((gram + gram.T) / 2)
     values, vectors = values[::-1], vectors[:, ::-1]
     share = float(np.trace(noise_cov)) / energy
-    top, total = float(values[0]), float(np.sum(values))
+    # spectra read K+ (see the module docstring): K's eigenvalues inside the noise's
+    # symmetric spread [-|lambda_min|, |lambda_min|] set to 0, the negative ones included
+    spread = max(-float(values[-1]), 0.0)
+    psd = np.where(values > spread, values, 0.0)
+    top, total = float(psd[0]), float(np.sum(psd))
+    negative = -float(np.sum(values[values < 0]))
     floor = None
     if rank is None:
         floor_value = eigen_floor(groups, seed)
@@ -287,11 +318,11 @@ def corrected(
     return CorrectedPositions(
         noise_share=share,
         contexts_needed=contexts_needed(share, groups.n_contexts),
-        eigenvalues=values,
-        rank95=energy_rank(values),
-        stable_rank=total / top if top > 0 else math.nan,
+        eigenvalues=psd,
+        rank95=energy_rank(psd),
+        stable_rank=max(total / top, 1.0) if top > 0 else math.nan,
         rank=rank,
-        low_freq_energy=spectra.low_freq_energy(gram),
+        low_freq_energy=spectra.low_freq_energy(gram),  # K, not K+: unbiased
         low_freq=low_freq,
         smoothness=smooth,
         coherence_max=coh_max,
@@ -299,6 +330,7 @@ def corrected(
         incoherence_mean=inc,
         floor=floor,
         noise=noise,
+        negative_share=negative / total if total > 0 else math.nan,
     )
 
 
@@ -340,3 +372,16 @@ def noise_floors(
             pos_svd=projected_svd(coefficients),
         ).mean_cos
     return out
+
+
+def denoised_positions(groups: GroupPositions, rank: int) -> Array:
+    """[T', d] P_r = U_r U_r^T pos: the pooled pos projected onto K's top ``rank``
+    eigenvectors (at most its positive ones), as ``corrected`` projects it for the Gram
+    low-frequency share, smoothness and coherence; the page draws its Gram matrix and
+    spiral. Zeros when ``rank`` is 0 (no direction above the noise floor)."""
+    pooled = groups.pooled
+    gram = pooled @ pooled.T - noise_covariance(groups, pooled)
+    values, vectors = np.linalg.eigh((gram + gram.T) / 2)
+    values, vectors = values[::-1], vectors[:, ::-1]
+    basis = vectors[:, : min(max(rank, 0), int(np.sum(values > 0)))]
+    return np.asarray(basis @ (basis.T @ pooled))

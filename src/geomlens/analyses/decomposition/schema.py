@@ -1,6 +1,12 @@
 """What the claims, the page and ``compare`` read of a run's decomposition: the rows of the
 view without position 0, their intervals over contexts, and the noise in the positional
-estimate."""
+estimate.
+
+Where the run set outlier windows aside (``outliers.py``), both views are computed on the
+windows left, so ``skip_first_layers`` and ``skip_first_intervals`` (what the claims read)
+are the numbers without them; the view without position 0 on every window stays under
+"with_outliers" (``with_outliers_layers``). A run made before the outlier check has
+neither key and reads as before."""
 
 from __future__ import annotations
 
@@ -16,7 +22,8 @@ from geomlens.reporting.published import comparison, published_for
 
 
 def skip_first_layers(metrics: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per-layer decomposition rows of the view without position 0 (empty if absent)."""
+    """Per-layer decomposition rows of the view without position 0, without the outlier
+    windows where any were set aside (empty if absent)."""
     dec = metrics.get("decomposition") or {}
     if dec.get("skip_first"):
         return list(dec.get("layers", []))
@@ -28,6 +35,31 @@ def skip_first_intervals(metrics: dict[str, Any]) -> dict[str, Any]:
     dec = metrics.get("decomposition") or {}
     view = dec if dec.get("skip_first") else dec.get("other_view") or {}
     return dict(view.get("intervals") or {})
+
+
+def with_outliers_layers(metrics: dict[str, Any]) -> list[dict[str, Any]]:
+    """Rows of the view without position 0 on every window, outliers included (empty when
+    no window was set aside, or the run predates the check)."""
+    dec = metrics.get("decomposition") or {}
+    return list((dec.get("with_outliers") or {}).get("layers", []))
+
+
+def with_outliers_intervals(metrics: dict[str, Any]) -> dict[str, Any]:
+    """The intervals of ``with_outliers_layers`` ({} when absent)."""
+    dec = metrics.get("decomposition") or {}
+    return dict((dec.get("with_outliers") or {}).get("intervals") or {})
+
+
+def outlier_windows(metrics: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """Every flagged {"window", "layer", "position", "norm", "median"}; None where the run
+    has no outlier information (made before the check, or its capture kept no norms)."""
+    found = (metrics.get("decomposition") or {}).get("outlier_windows")
+    return None if found is None else list(found)
+
+
+def outlier_rule(metrics: dict[str, Any]) -> dict[str, Any]:
+    """The outlier check's record: its k, rule, the windows set aside ({} when absent)."""
+    return dict((metrics.get("decomposition") or {}).get("outlier_rule") or {})
 
 
 def published_section(
@@ -94,11 +126,19 @@ class PositionView:
         return text(None if number is None else number / (scale or 1.0), fmt, low=low, high=high)
 
     def noise(self, layers: set[int] | None = None) -> tuple[float | None, int | None]:
-        """(median noise share over the layers, contexts for 10%) of ``layers`` (all)."""
+        """(median noise share over the layers, contexts at which the upper end of its
+        interval falls under 10%) of ``layers`` (all; a subset has no interval: its share)."""
         rows = [r for r in self.rows if layers is None or r.get("layer") in layers]
         share = median_of(rows, "pos_noise_share")
         contexts = next((r.get("n_contexts") for r in rows), None)
-        needed = None if share is None or not contexts else contexts_needed(share, int(contexts))
+        upper = (
+            None if layers is not None else median_interval(self.intervals, "pos_noise_share")[1]
+        )
+        needed = (
+            None
+            if share is None or not contexts
+            else contexts_needed(share, int(contexts), upper=upper)
+        )
         return share, needed
 
     @property

@@ -6,9 +6,18 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from geomlens.analyses.decomposition.schema import skip_first_layers
-from geomlens.io.runfolder import Run
+from geomlens.analyses.decomposition.claims import COHERENCE_FACTOR, PLANTED_SHARE_MAX
+from geomlens.analyses.decomposition.position_noise import NOISE_TARGET
+from geomlens.analyses.decomposition.schema import (
+    PositionView,
+    median_interval,
+    outlier_rule,
+    outlier_windows,
+    skip_first_intervals,
+    skip_first_layers,
+)
 from geomlens.reporting import interactive
+from geomlens.runs.runfolder import Run
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -54,7 +63,9 @@ def view_name(skip_first: bool) -> str:
 
 
 def decomposition_figures(folder: Path, dec: dict[str, Any]) -> dict[str, go.Figure]:
-    """Shares (both views), ranks, geometry and spectra of the decomposition."""
+    """Shares (both views), ranks, geometry and spectra of the decomposition; with the
+    noise-corrected numbers, the noise share and the incoherence ratio per layer; with
+    outlier windows, their norms over the median."""
     import plotly.graph_objects as go
 
     views = [
@@ -81,6 +92,14 @@ def decomposition_figures(folder: Path, dec: dict[str, Any]) -> dict[str, go.Fig
             )
         ),
     }
+    metrics = {"decomposition": dec}
+    per_layer = skip_first_intervals(metrics).get("layers") or {}
+    if any(r.get("pos_noise_share") is not None for r in rows):
+        figures["noise"] = go.Figure(noise_figure(rows, per_layer))
+        figures["incoherence"] = go.Figure(incoherence_figure(rows, per_layer))
+    outliers = outlier_figure(metrics)
+    if outliers is not None:
+        figures["outliers"] = go.Figure(outliers)
     spectra_path = folder / "decomposition_spectra.json"
     if spectra_path.exists():
         spectra = json.loads(spectra_path.read_text(encoding="utf-8"))
@@ -97,3 +116,70 @@ def decomposition_run_figures(folder: Path, metrics: dict[str, Any]) -> dict[str
     if "decomposition" not in metrics:
         return {}
     return decomposition_figures(folder, metrics["decomposition"])
+
+
+NOISE_LEVELS = (
+    (NOISE_TARGET, f"{NOISE_TARGET:g}: a claim on pos is decided under it"),
+    (PLANTED_SHARE_MAX, f"{PLANTED_SHARE_MAX:g}: the planted calibration's limit"),
+)
+"""The levels the noise share is read against: the share a claim on the positional
+estimate needs (``position_noise.NOISE_TARGET``), and the largest share the planted
+calibration of the low-frequency interval covers (``claims.PLANTED_SHARE_MAX``)."""
+
+INCOHERENCE_RATIO = "incoherence ratio"
+"""The page's name of coherence_max_corrected / coherence_random_max."""
+
+
+def noise_figure(
+    rows: list[dict[str, Any]], per_layer: dict[str, dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """The noise share of pos per layer (view without position 0), with its intervals and
+    ``NOISE_LEVELS``, as a plotly dict."""
+    return interactive.noise_shares(
+        rows,
+        NOISE_LEVELS,
+        per_layer,
+        "Noise share of the positional estimate (position 0 skipped)",
+    )
+
+
+def outlier_figure(metrics: dict[str, Any]) -> dict[str, Any] | None:
+    """Each flagged (window, layer, position)'s norm over the median there, log axis, with
+    the rule's k; None when the run flagged none or did not check."""
+    found = outlier_windows(metrics)
+    if not found:
+        return None
+    k = outlier_rule(metrics).get("k")
+    return interactive.outlier_ratios(
+        found,
+        None if k is None else float(k),
+        "Outlier windows: norm over the median over windows, per flagged layer",
+    )
+
+
+def incoherence_figure(
+    rows: list[dict[str, Any]], per_layer: dict[str, dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """The incoherence ratio per layer (coherence_max_corrected / coherence_random_max,
+    view without position 0), with its intervals and the claim's threshold."""
+    return interactive.ratio_per_layer(
+        rows,
+        "coherence_max_corrected",
+        "coherence_random_max",
+        f"{INCOHERENCE_RATIO} (coherence_max_corrected / coherence_random_max)",
+        [(COHERENCE_FACTOR, f"{COHERENCE_FACTOR:g}: the incoherence claim's threshold")],
+        "Incoherence ratio: mutual coherence, noise removed, over random vectors'",
+        "x the random level",
+        per_layer,
+    )
+
+
+def incoherence_ratio(metrics: dict[str, Any]) -> tuple[float | None, float | None, float | None]:
+    """(median over layers of coherence_max_corrected / median of coherence_random_max,
+    and that number's 95% interval): what the incoherence claim decides on."""
+    view = PositionView(skip_first_layers(metrics), skip_first_intervals(metrics))
+    random, number = view.median("coherence_random_max"), view.median("coherence_max_corrected")
+    if random is None or number is None or not random:
+        return None, None, None
+    low, high = median_interval(view.intervals, "coherence_max_corrected", random)
+    return number / random, low, high

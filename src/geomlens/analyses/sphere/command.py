@@ -1,5 +1,5 @@
 """``geomlens sphere``: layer norm and the hypersphere (Molina 2023, "Traveling Words");
-the analysis step is ``reporting/stages/sphere.py``. See docs/sphere.md."""
+the analysis step is ``step.py`` beside it. See docs/sphere.md."""
 
 from __future__ import annotations
 
@@ -25,12 +25,12 @@ from geomlens.capturing.capture import CaptureConfig
 from geomlens.config.options import add_capture_options, capture_options, finished, parse_layers
 from geomlens.config.run import CaptureRunConfig
 from geomlens.io.progress import StepLines
-from geomlens.io.runfolder import Run
 from geomlens.models.facts import check_before_loading
 from geomlens.models.loading import load_configured
 from geomlens.models.view import ModelView
 from geomlens.pipeline import run as pipeline
 from geomlens.pipeline.taps import tap_factory
+from geomlens.runs.runfolder import Run
 
 
 def run_sphere(

@@ -270,7 +270,7 @@ def model_norms(view: ModelView) -> list[tuple[str, NormView, int | None]]:
 
 class NormTap(StateParts):
     """Every norm's ``NormStats`` over the first ``windows`` windows of the capture (a
-    ``Tap``, see ``capture.taps``): hooks on each norm module feed it its inputs and
+    ``Tap``, see ``capturing.taps``): hooks on each norm module feed it its inputs and
     outputs as the capture runs them."""
 
     attention = False

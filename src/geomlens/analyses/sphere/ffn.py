@@ -5,7 +5,7 @@ The MLP's output is ``sum_i m_i w_i (+ b_out)`` with ``w_i`` the i-th row of W_o
 readout (linear part of the readout norm, then W_U): the tokens it promotes.
 
 - Static: per chosen layer, the rows of largest norm |w_i| and their top tokens (the
-  vocabulary read in chunks, ``analyses.vocab``: ties by ascending id among the promoted,
+  vocabulary read in chunks, ``analyses.common.vocab``: ties by ascending id among the promoted,
   descending id among the suppressed, the two ends of one order).
 - Prompt: at the prompt's last position, the contribution of each sub-update to the
   predicted token's logit, ``m_i * s * (N_lin(w_i) . W_U[:, target])`` with ``s`` the

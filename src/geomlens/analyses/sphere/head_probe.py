@@ -8,7 +8,7 @@ relative offset 0 (the rotation cancels) and learned positions are not added.
 - W_QK: the score of query x and key y is ``(x W_Q + b_Q) . (y W_K + b_K)`` (Gemma's
   per-head q/k norms applied when the model has them). For each query noun: its top keys
   among the nouns and among the whole (normalised) vocabulary, which is normalised,
-  projected and scored one chunk at a time (``analyses.vocab``; equal scores: lower id
+  projected and scored one chunk at a time (``analyses.common.vocab``; equal scores: lower id
   first).
 - W_VO: what a noun's value writes, ``(x W_V + b_V) W_O``, read through the readout
   (the linear part of the readout norm, then W_U): its top tokens.

@@ -1,12 +1,13 @@
 """Logit lens and residual trajectories: every layer's hidden state read as the model reads
 its last one.
 
-Pre-norm models (Llama, GPT-2, Gemma): the hidden states of ``capture.hooks`` never carry
+Pre-norm models (Llama, GPT-2, Gemma): the hidden states of ``capturing.hooks`` never carry
 the final norm (the last one is the last block's raw output), so the lens applies the
 final norm exactly once, then W_U; at the last layer this is the model's own logits.
 Post-norm encoders (BERT): every block ends in a LayerNorm, so each hidden state already
 sits on the (gamma/beta-shaped) sphere and is read through W_U directly; without an LM
-head, W_U is the tied W_E^T.
+head, W_U is the transpose of the token embedding table (W_E, the exact block-0 input,
+also holds the token type row, which no readout adds).
 """
 
 from __future__ import annotations
@@ -31,10 +32,11 @@ Array = npt.NDArray[np.float64]
 def readout_description(view: ModelView) -> str:
     """How hidden states become logits, in words (recorded in metrics)."""
     has_head = getattr(view.model, "get_output_embeddings", lambda: None)() is not None
+    # without an LM head, W_U is the input's token table (an encoder's token type row is
+    # part of W_E, the block-0 input, but not of the table a tied decoder would read)
+    head = "W_U" if has_head else "the token embedding table's transpose (no LM head)"
     if view.final_norm is not None:
-        head = "W_U" if has_head else "tied W_E^T (no LM head)"
         return f"final_norm then {head}"
-    head = "W_U" if has_head else "tied W_E^T (no LM head)"
     return f"{head} (post-norm: hidden states are already normalised)"
 
 
@@ -42,7 +44,7 @@ def normalised_states(view: ModelView, h: torch.Tensor) -> torch.Tensor:
     """What the unembedding reads: ``final_norm(h)`` for pre-norm models, ``h`` otherwise.
 
     Args:
-        h: [..., d] hidden states from ``capture.hooks.hidden_states`` (no final norm).
+        h: [..., d] hidden states from ``capturing.hooks.hidden_states`` (no final norm).
     """
     if view.final_norm is None:
         return h
@@ -56,7 +58,7 @@ def lens_logits(view: ModelView, h: torch.Tensor) -> torch.Tensor:
     The whole matrix, for tests and single vectors; ``trajectory`` reads it in chunks.
 
     Args:
-        h: [..., d] hidden states without the final norm (as ``capture.hooks`` returns).
+        h: [..., d] hidden states without the final norm (as ``capturing.hooks`` returns).
     """
     x = normalised_states(view, h)
     with torch.inference_mode():
@@ -113,7 +115,7 @@ def trajectory(
 ) -> Trajectory:
     """Top-k tokens and the next token's rank at every layer and position.
 
-    The logit lens runs over the vocabulary in chunks (``analyses.vocab``): no [L, T, vocab]
+    The logit lens runs over the vocabulary in chunks (``analyses.common.vocab``): no [L, T, vocab]
     matrix is held; equal logits are ordered by ascending id.
 
     Args:

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from geomlens.analyses.common.readout import untrained_readout
-from geomlens.io.runfolder import Run
 from geomlens.reporting.html import number, paper, readings, table
 from geomlens.reporting.section import Section
+from geomlens.runs.runfolder import Run
 
 NORM_READING = {
     "layernorm": "LayerNorm: projection onto the hyperplane orthogonal to the all-ones vector "

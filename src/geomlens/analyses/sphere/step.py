@@ -37,10 +37,10 @@ from geomlens.errors import FILE_LIMITS, GeomlensError, short_list, within_limit
 from geomlens.io.extras import used
 from geomlens.io.files import read_user_text
 from geomlens.io.progress import Step, StepLines, quiet, step_bar
-from geomlens.io.runfolder import RunFolder, write_json
 from geomlens.models.view import ModelView
 from geomlens.pipeline.taps import filled_tap
 from geomlens.reporting.figures import drawn, rendered_in_background, save_later
+from geomlens.runs.runfolder import RunFolder, write_json
 from geomlens.stats import DecompositionAccumulator
 
 DEFAULT_PROMPT = "To kill two birds with one stone"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from geomlens.io.runfolder import Run
+from geomlens.runs.runfolder import Run
 
 if TYPE_CHECKING:
     pass
