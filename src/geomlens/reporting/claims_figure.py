@@ -139,7 +139,11 @@ def claims_figure(records: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     return {
         "data": traces,
         "layout": {
-            "title": {"text": "Claims against their thresholds (right of 1: the claim holds)"},
+            "title": {
+                "text": "Claims against their thresholds (right of 1: the claim holds)",
+                "y": 0.98,
+                "yanchor": "top",
+            },
             "xaxis": {"type": "log", "title": {"text": "number / threshold (<= rules inverted)"}},
             "yaxis": {"autorange": "reversed", "automargin": True},
             "shapes": [
@@ -154,9 +158,10 @@ def claims_figure(records: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
                     "line": {"color": "#444", "dash": "dash"},
                 }
             ],
-            "height": 120 + 28 * len(drawn),
-            "margin": {"l": 10, "r": 10, "t": 50, "b": 50},
-            "legend": {"orientation": "h"},
+            "height": 150 + 28 * len(drawn),
+            "margin": {"l": 10, "r": 10, "t": 90, "b": 50},
+            # above the plot: below it, the legend would cover the x axis's title
+            "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"},
         },
     }
 

@@ -73,7 +73,7 @@ def _low_rank(view: PositionView, published: dict[str, Any] | None) -> Claim:
         value="–"
         if rank is None
         else f"{rank:g} direction(s) above the noise floor; with the noise removed 95% of the "
-        f"energy in {view.shown('pos_rank95_corrected', '.3g')} (plain "
+        f"energy in {view.shown('pos_rank95_corrected', '.3g')} (with the noise in "
         f"{text(view.median('pos_rank95'), 'g')}, noise alone "
         f"{text(view.median('pos_rank95_noise'), 'g')}), stable rank "
         f"{view.shown('pos_stable_rank_corrected', '.2f')}",
@@ -167,9 +167,9 @@ def _incoherence(view: PositionView) -> Claim:
         "same dimension (T' positional and C context vectors)",
         value="–"
         if random is None or number is None
-        else f"{view.shown('coherence_max_corrected', '.3f')} with the noise removed (plain "
-        f"{text(view.median('coherence_max'), '.3f')}) against {random:.3f} for isotropic "
-        f"random vectors of the same count and dimension: "
+        else f"{view.shown('coherence_max_corrected', '.3f')} with the noise removed ("
+        f"{text(view.median('coherence_max'), '.3f')} with the noise in) against "
+        f"{random:.3f} for isotropic random vectors of the same count and dimension: "
         f"{view.shown('coherence_max_corrected', '.2f', random)} x the random level; a "
         f"split-half noise-only estimate treated alike reaches {text(noise, '.3f')}",
         threshold=COHERENCE_FACTOR,
