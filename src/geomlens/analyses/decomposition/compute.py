@@ -362,7 +362,7 @@ def analyse_layer(
         **_label_fields(ctx, labels, stats.n_contexts, seed),
         pos_low_freq_energy=spectra.low_freq_energy(pos @ pos.T),
         pos_nothing_to_measure=nothing,
-        **_corrected_fields(noise_free),
+        **corrected_fields(noise_free),
     )
 
 
@@ -384,7 +384,7 @@ def _label_fields(
     return out
 
 
-def _corrected_fields(found: CorrectedPositions | None) -> dict[str, Any]:
+def corrected_fields(found: CorrectedPositions | None) -> dict[str, Any]:
     """The ``LayerDecomposition`` fields of the noise-corrected numbers (none: empty)."""
     if not found:
         return {}

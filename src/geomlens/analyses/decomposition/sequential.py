@@ -36,7 +36,7 @@ import numpy.typing as npt
 from geomlens.analyses.common.layer_threads import map_layers
 from geomlens.analyses.decomposition import intervals, outliers, position_noise
 from geomlens.analyses.decomposition.claims import position_claims
-from geomlens.analyses.decomposition.compute import _corrected_fields, analyse_layer
+from geomlens.analyses.decomposition.compute import analyse_layer, corrected_fields
 from geomlens.capturing.capture import capture_contexts
 from geomlens.corpus import Windows
 from geomlens.models.view import ModelView
@@ -105,7 +105,7 @@ def corrected_row(
     whole = position_noise.corrected(groups, ctx, seed, ctx_svd=_svd(ctx))
     if whole is None:
         return {}
-    fields = _corrected_fields(whole).items()
+    fields = corrected_fields(whole).items()
     return {k: _finite(v) for k, v in fields if not isinstance(v, tuple)}
 
 
@@ -140,7 +140,7 @@ def draw_numbers(
             baseline=False,
             ctx_svd=_svd(drawn),
         )
-        numbers = {} if found is None else _corrected_fields(found)
+        numbers = {} if found is None else corrected_fields(found)
         per_draw.append(
             {k: v for k in intervals.CORRECTED if (v := _finite(numbers.get(k))) is not None}
         )

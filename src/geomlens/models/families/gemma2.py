@@ -20,7 +20,7 @@ from geomlens.models.families.base import (
     known_rope,
 )
 from geomlens.models.families.common import gated_mlp, separate_heads
-from geomlens.models.families.gemma3 import gemma_finish, known_layer_types
+from geomlens.models.families.gemma3 import GEMMA_OPTIONS, gemma_finish, known_layer_types
 
 
 def gemma2_settings(config: Any, dims: Dims, index: int, attention: Any) -> AttentionSettings:
@@ -42,16 +42,7 @@ GEMMA2 = Family(
     model_types=("gemma2",),
     features=("GQA", "sliding window", "logit soft-capping", "embedding scale"),
     auto_class="causal-lm",
-    handles=frozenset(
-        {
-            "attention_bias",
-            "attn_logit_softcapping",
-            "cache_implementation",
-            "final_logit_softcapping",
-            "query_pre_attn_scalar",
-            "sliding_window",
-        }
-    ),
+    handles=GEMMA_OPTIONS,
     options={
         "rope_parameters": known_rope,
         "rope_scaling": known_rope,

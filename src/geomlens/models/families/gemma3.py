@@ -59,23 +59,26 @@ def gemma_finish(model: Any, config: Any) -> dict[str, Any]:
     }
 
 
+GEMMA_OPTIONS = frozenset(
+    {
+        "attention_bias",
+        "attn_logit_softcapping",
+        "cache_implementation",
+        "final_logit_softcapping",
+        "query_pre_attn_scalar",
+        "sliding_window",
+    }
+)
+"""The config options Gemma 2 and Gemma 3 both handle: soft-capping, the query scale, the
+sliding window."""
+
+
 GEMMA3 = Family(
     name="gemma3",
     model_types=("gemma3_text",),
     features=("GQA", "q/k norms", "sliding window", "local/global rotary", "embedding scale"),
     auto_class="causal-lm",
-    handles=frozenset(
-        {
-            "attention_bias",
-            "attn_logit_softcapping",
-            "cache_implementation",
-            "final_logit_softcapping",
-            "query_pre_attn_scalar",
-            "rope_local_base_freq",
-            "sliding_window",
-            "sliding_window_pattern",
-        }
-    ),
+    handles=GEMMA_OPTIONS | {"rope_local_base_freq", "sliding_window_pattern"},
     options={
         "rope_parameters": known_rope,
         "rope_scaling": known_rope,

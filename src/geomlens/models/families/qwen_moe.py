@@ -23,26 +23,29 @@ def topk_renormalised(config: Any, router: Any) -> bool:
     return bool(router.norm_topk_prob)
 
 
+MOE_OPTIONS = frozenset(
+    {
+        "decoder_sparse_step",
+        "max_window_layers",
+        "mlp_only_layers",
+        "moe_intermediate_size",
+        "norm_topk_prob",
+        "num_experts",
+        "num_experts_per_tok",
+        "sliding_window",
+        "use_sliding_window",
+    }
+)
+"""The config options both Qwen mixture-of-experts families handle: the experts, the router,
+which layers are sparse, and the sliding window."""
+
+
 QWEN2_MOE = Family(
     name="qwen2_moe",
     model_types=("qwen2_moe",),
     features=("GQA", "QKV biases", "MoE (router + shared expert)", "sliding layers"),
     auto_class="causal-lm",
-    handles=frozenset(
-        {
-            "decoder_sparse_step",
-            "max_window_layers",
-            "mlp_only_layers",
-            "moe_intermediate_size",
-            "norm_topk_prob",
-            "num_experts",
-            "num_experts_per_tok",
-            "qkv_bias",
-            "shared_expert_intermediate_size",
-            "sliding_window",
-            "use_sliding_window",
-        }
-    ),
+    handles=MOE_OPTIONS | {"qkv_bias", "shared_expert_intermediate_size"},
     options={**ROTARY_OPTIONS, "layer_types": known_layer_types},
     heads=separate_heads(),
     mlp_view=mixture(
@@ -58,21 +61,7 @@ QWEN3_MOE = Family(
     model_types=("qwen3_moe",),
     features=("GQA", "per-head q/k norms", "MoE (router + experts)"),
     auto_class="causal-lm",
-    handles=frozenset(
-        {
-            "attention_bias",
-            "decoder_sparse_step",
-            "max_window_layers",
-            "mlp_only_layers",
-            "moe_intermediate_size",
-            "norm_topk_prob",
-            "num_experts",
-            "num_experts_per_tok",
-            "num_local_experts",
-            "sliding_window",
-            "use_sliding_window",
-        }
-    ),
+    handles=MOE_OPTIONS | {"attention_bias", "num_local_experts"},
     options={**ROTARY_OPTIONS, "layer_types": known_layer_types},
     heads=separate_heads(),
     mlp_view=mixture(renormalise=topk_renormalised, dense=gated_mlp()),
