@@ -13,6 +13,7 @@ import torch
 from synthetic import planted
 from threadpoolctl import threadpool_limits
 
+from geomlens.analyses.attention.claims import DILUTION, IN_BASIS
 from geomlens.analyses.decomposition.compute import analyse_layers
 from geomlens.analyses.decomposition.intervals import decomposition_intervals
 from geomlens.analyses.registry import claim_records, claims
@@ -216,6 +217,14 @@ def test_w_qk_claims_read_the_whole_matrix_and_keep_the_block_fit_as_a_variant()
     noisy_claims = by_id(noisy)
     assert noisy_claims["song.wqk_low_rank_positional"].guard == "noise"
     assert noisy_claims["song.wqk_low_rank_plus_diagonal"].verdict == "reproduced"
+    # a share far under the threshold decides through the noise: noise can lower the share
+    # read only to DILUTION of what it is (planted calibration), not from 0.5 to 0.05
+    diluted = by_id({**_qk(0.2, 0.9, 0.05), **position_metrics(0.4)})
+    assert diluted["song.wqk_low_rank_positional"].verdict == "not reproduced"
+    near = by_id({**_qk(0.2, 0.9, IN_BASIS * DILUTION * 1.2), **position_metrics(0.4)})
+    assert near["song.wqk_low_rank_positional"].guard == "noise"
+    beyond = by_id({**_qk(0.2, 0.9, 0.05), **position_metrics(0.8)})  # past the calibration
+    assert beyond["song.wqk_low_rank_positional"].guard == "noise"
     # a run made before the whole-matrix fit: not measured, the block variant still decides
     old = _qk(0.2, 0.9, 0.8)
     for h in old["attention"]["qk_basis"][0]["heads"]:

@@ -7,6 +7,7 @@ import statistics
 from dataclasses import replace
 from typing import Any
 
+from geomlens.analyses.decomposition.claims import PLANTED_SHARE_MAX
 from geomlens.analyses.decomposition.schema import (
     PositionView,
     skip_first_intervals,
@@ -17,6 +18,18 @@ from geomlens.reporting.claims import SONG, SONG_SCOPE, Claim, judge
 
 WHOLE_RESIDUAL = 0.5
 """The whole-W_QK fit must leave at most this relative residual (3/4 of ||W_QK||^2 fitted)."""
+
+IN_BASIS = 0.5
+"""The share of W_QK's low-rank part inside the positional directions that counts as
+lying there (half of it)."""
+
+DILUTION = 0.15
+"""The least share of a planted low-rank part, wholly inside the positional directions,
+read through the noisy positional basis at noise shares up to ``PLANTED_SHARE_MAX``
+(``analyses.attention.planted``; docs/claims.md: the least reading over 20 corpora per
+setting was 0.27, with k = 10 directions at a noise share of 0.65, and another draw of
+seeds gave 0.18; 0.15 keeps a margin). A
+share read below ``IN_BASIS x DILUTION`` stays below ``IN_BASIS`` with the noise removed."""
 
 
 def _median_over_heads(key: str, heads: list[dict[str, Any]]) -> float | None:
@@ -43,6 +56,7 @@ def _qk_claims(metrics: dict[str, Any], view: PositionView) -> list[Claim]:
     missing = "no attention split" if not qk else "no whole-matrix fit in this run"
     share, needed = view.noise({b.get("layer") for b in qk})
     noisy = guards.noise(share, next((r.get("n_contexts") for r in view.rows), None), needed)
+    diluted = None if below_diluted(inside, share) else noisy
     common: dict[str, Any] = {
         "paper": SONG,
         "verdict": "",
@@ -58,16 +72,23 @@ def _qk_claims(metrics: dict[str, Any], view: PositionView) -> list[Claim]:
                 "song.wqk_low_rank_positional",
                 "W_QK's low-rank part lies in the positional subspace",
                 rule="median share ||U^T L U||_F / ||L||_F of the whole fit's low-rank part "
-                "L inside the top-k positional directions U >= 0.5",
+                f"L inside the top-k positional directions U >= {IN_BASIS:g}",
                 value="–" if inside is None else f"{inside:.3f} against random {inside_rand:.3f}",
                 number=inside,
-                threshold=0.5,
-                threshold_source="geomlens: half of the low-rank part",
+                threshold=IN_BASIS,
+                threshold_source="geomlens: half of the low-rank part. U is read from the "
+                "noisy positional estimate, and noise turns U away from the positional "
+                "directions, but only so far: on planted data up to a noise share of "
+                f"{PLANTED_SHARE_MAX:g} a low-rank part lying wholly in the positional "
+                "directions was read at a share of at least 0.27 (docs/claims.md). So a share "
+                "under "
+                f"{IN_BASIS * DILUTION:g} ({IN_BASIS:g} x {DILUTION:g}) decides at any noise "
+                "share the calibration covers; any other reading keeps the 10% noise guard",
                 **common,
             ),
             True,
             missing,
-            [noisy],
+            [diluted],
         ),
         judge(
             Claim(
@@ -87,6 +108,17 @@ def _qk_claims(metrics: dict[str, Any], view: PositionView) -> list[Claim]:
             [noisy],
         ),
     ]
+
+
+def below_diluted(share_in_basis: float | None, noise_share: float | None) -> bool:
+    """Whether a share read through the noisy basis stays under ``IN_BASIS`` however much
+    the noise diluted it, at a noise share the planted calibration covers."""
+    return (
+        share_in_basis is not None
+        and noise_share is not None
+        and noise_share <= PLANTED_SHARE_MAX
+        and share_in_basis < IN_BASIS * DILUTION
+    )
 
 
 def _qk_whole_claim(heads: list[dict[str, Any]], missing: str, common: dict[str, Any]) -> Claim:

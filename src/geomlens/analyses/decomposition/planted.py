@@ -92,9 +92,13 @@ def plant(
     n_contexts: int = 128,
     groups: int = 16,
     anisotropy: float = ANISOTROPY,
+    alignment: float | None = None,
 ) -> PlantedCorpus:
     """A planted P with per-context noise making ``noise_share`` of the pooled positional
-    estimate's energy (in expectation), grouped as the accumulator groups contexts."""
+    estimate's energy (in expectation), grouped as the accumulator groups contexts.
+    ``alignment``: None gives Gaussian context vectors; a number gives context vectors
+    that share the noise's strong directions and lean that far into P's directions
+    (``coherent_contexts``)."""
     rng = np.random.default_rng([seed, rank, length, d, 17])
     truth = planted_positions(rng, length, d, rank, low_share)
     spikes = np.linalg.qr(rng.standard_normal((d, SPIKES)))[0]
@@ -108,6 +112,8 @@ def plant(
     noise = (iso * white + spike * strong) * sigma * np.sqrt(sizes)[:, None, None]
     sums = sizes[:, None, None] * truth + noise
     ctx = rng.standard_normal((n_contexts, d))
+    if alignment is not None:
+        ctx = coherent_contexts(rng, truth, n_contexts, spikes, alignment)
     return PlantedCorpus(
         truth=truth,
         groups=position_noise.from_sums(sums, sizes, skip_first=False),
@@ -115,6 +121,39 @@ def plant(
         rank=rank,
         low_freq_energy=spectra.low_freq_energy(truth @ truth.T),
     )
+
+
+def coherent_contexts(
+    rng: np.random.Generator, truth: Array, n_contexts: int, spikes: Array, alignment: float
+) -> Array:
+    """[C, d] unit context vectors as a hidden state's are: half of the energy of their
+    direction ``g`` in the noise's strong directions ``spikes`` [d, SPIKES] (so the noise
+    shares them), then ``sqrt(1 - a^2) g + a u`` with u a random unit direction inside
+    P's row space and a = ``alignment`` (0: no more coherent with P than chance allows)."""
+    d = truth.shape[1]
+    iso = rng.standard_normal((n_contexts, d)) * math.sqrt(0.5 / d)
+    strong = rng.standard_normal((n_contexts, spikes.shape[1])) @ spikes.T
+    g = iso + strong * math.sqrt(0.5 / spikes.shape[1])
+    g /= np.linalg.norm(g, axis=1, keepdims=True)
+    _, values, vt = np.linalg.svd(truth, full_matrices=False)
+    inside = vt[: int(np.sum(values > values[0] * 1e-9))]
+    u = rng.standard_normal((n_contexts, len(inside))) @ inside
+    u /= np.linalg.norm(u, axis=1, keepdims=True)
+    return np.asarray(math.sqrt(1 - alignment**2) * g + alignment * u)
+
+
+def coherence_ratio(corpus: PlantedCorpus, n_draws: int) -> tuple[float, float, Any] | None:
+    """(planted, estimated, [low, high]) mutual coherence of P and the context vectors as a
+    multiple of the random level, the estimate noise-removed as a run computes it."""
+    n_pos, d = corpus.truth.shape
+    random = incoherence.random_coherence(n_pos, len(corpus.ctx), d, 0)[0]
+    found, bounds = intervals.corrected_intervals(corpus.groups, corpus.ctx, n_draws)
+    if found is None or not math.isfinite(found.coherence_max):
+        return None
+    truth = incoherence.abs_cosine_summary(corpus.truth, corpus.ctx)[0]
+    low, high = bounds["coherence_max_corrected"]
+    scaled = [None if x is None else x / random for x in (low, high)]
+    return truth / random, found.coherence_max / random, scaled
 
 
 def claim_metrics(
