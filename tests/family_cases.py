@@ -29,6 +29,16 @@ SMALL: dict[str, Any] = dict(
 )
 """Sizes most configs accept under these names (the others map them per case)."""
 
+TINY_VISION: dict[str, Any] = dict(
+    hidden_size=32,
+    intermediate_size=48,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    image_size=28,
+    patch_size=14,
+)
+"""A vision tower of a multimodal wrapper, as small as it builds (text input never runs it)."""
+
 
 @dataclass(frozen=True)
 class Case:
@@ -354,6 +364,88 @@ CASES: list[Case] = [
         dict(num_key_value_heads=2, head_dim=16, partial_rotary_factor=0.5),
     ),
     Case("helium", "helium", "helium", dict(num_key_value_heads=2, head_dim=16)),
+    # gpt-oss-20b/120b: attention sinks, alternating sliding/full layers, YaRN, biased
+    # router over experts with a clamped SwiGLU (the second row clamps often)
+    Case(
+        "gpt_oss",
+        "gpt_oss",
+        "gpt_oss",
+        dict(
+            num_key_value_heads=2,
+            head_dim=16,
+            intermediate_size=32,
+            num_local_experts=4,
+            num_experts_per_tok=2,
+            sliding_window=4,
+            rope_parameters=dict(
+                rope_type="yarn",
+                rope_theta=150000.0,
+                factor=4.0,
+                beta_fast=32.0,
+                beta_slow=1.0,
+                truncate=False,
+                original_max_position_embeddings=16,
+            ),
+        ),
+    ),
+    Case(
+        "gpt_oss-clamped",
+        "gpt_oss",
+        "gpt_oss",
+        dict(
+            num_key_value_heads=2,
+            head_dim=16,
+            intermediate_size=32,
+            num_local_experts=4,
+            num_experts_per_tok=2,
+            sliding_window=4,
+            swiglu_limit=0.1,
+            layer_types=["full_attention", "sliding_attention", "full_attention"],
+        ),
+    ),
+    # Llama 4 Scout: chunked rotary layers with q/k norms, every fourth layer NoPE with the
+    # query temperature (floor_scale small so that a short probe reaches it), MoE in every
+    # layer (top-1 sigmoid router, shared expert); Maverick: no q/k norms, MoE every other
+    # layer, dense MLPs between
+    Case(
+        "llama4",
+        "llama4_text",
+        "llama4",
+        dict(
+            num_key_value_heads=2,
+            head_dim=16,
+            intermediate_size=32,
+            intermediate_size_mlp=96,
+            num_local_experts=4,
+            attention_chunk_size=4,
+            floor_scale=4,
+            rope_parameters=dict(
+                rope_type="llama3",
+                rope_theta=500000.0,
+                factor=16.0,
+                low_freq_factor=1.0,
+                high_freq_factor=1.0,
+                original_max_position_embeddings=16,
+            ),
+        ),
+        {**SMALL, "num_hidden_layers": 4},
+    ),
+    Case(
+        "llama4-maverick",
+        "llama4_text",
+        "llama4",
+        dict(
+            num_key_value_heads=2,
+            head_dim=16,
+            intermediate_size=32,
+            intermediate_size_mlp=96,
+            num_local_experts=4,
+            attention_chunk_size=4,
+            use_qk_norm=False,
+            interleave_moe_layer_step=2,
+        ),
+        {**SMALL, "num_hidden_layers": 4},
+    ),
     Case(
         "olmoe",
         "olmoe",
@@ -407,6 +499,180 @@ CASES: list[Case] = [
         "bloom",
         sizes=dict(vocab_size=VOCAB, hidden_size=48, num_hidden_layers=2, num_attention_heads=6),
     ),
+    # Command R7B / Command A (pattern 4: three rotating sliding layers, then a NoPE full
+    # layer), here with pattern 3 for three layers
+    Case(
+        "cohere2",
+        "cohere2",
+        "cohere2",
+        dict(
+            num_key_value_heads=2,
+            logit_scale=0.25,
+            sliding_window=4,
+            sliding_window_pattern=3,
+            eos_token_id=2,
+        ),
+    ),
+    Case(
+        "cohere2-layer-types",
+        "cohere2",
+        "cohere2",
+        dict(
+            num_key_value_heads=2,
+            logit_scale=0.125,
+            sliding_window=4,
+            layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+            eos_token_id=2,
+        ),
+    ),
+    # EXAONE 4.0 32B ("LLLG"; here "LLG" for three layers): sliding layers with llama3
+    # rope, NoPE global layers
+    Case(
+        "exaone4",
+        "exaone4",
+        "exaone4",
+        dict(
+            num_key_value_heads=2,
+            head_dim=16,
+            sliding_window=4,
+            sliding_window_pattern="LLG",
+            layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+            rope_parameters=dict(
+                rope_type="llama3",
+                rope_theta=1000000.0,
+                factor=16.0,
+                low_freq_factor=1.0,
+                high_freq_factor=4.0,
+                original_max_position_embeddings=8,
+            ),
+        ),
+    ),
+    # EXAONE 4.0 1.2B: no window, every layer full attention and rotating
+    Case(
+        "exaone4-global",
+        "exaone4",
+        "exaone4",
+        dict(
+            num_key_value_heads=2,
+            sliding_window=None,
+            sliding_window_pattern=None,
+            layer_types=["full_attention"] * 3,
+        ),
+    ),
+    # MPT-7B's attention config (ALiBi, no biases); a 6-head row for non-power-of-2 slopes
+    Case(
+        "mpt",
+        "mpt",
+        "mpt",
+        dict(
+            attn_config=dict(
+                alibi=True,
+                alibi_bias_max=8,
+                attn_impl="torch",
+                attn_type="multihead_attention",
+                clip_qkv=None,
+                prefix_lm=False,
+                qk_ln=False,
+                softmax_scale=None,
+            ),
+            no_bias=True,
+            learned_pos_emb=True,
+            norm_type="low_precision_layernorm",
+            max_seq_len=512,
+        ),
+        dict(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=3, num_attention_heads=4),
+    ),
+    Case(
+        "mpt-6-heads",
+        "mpt",
+        "mpt",
+        dict(attn_config=dict(alibi=True, softmax_scale=0.2), max_seq_len=512),
+        dict(vocab_size=VOCAB, hidden_size=48, num_hidden_layers=2, num_attention_heads=6),
+    ),
+    # GLM-4.5's router and layout (sigmoid scores, group-limited top k, shared experts, dense
+    # first layers, q/k norms, half-rotary heads); GLM-4.5-Air's without q/k norms
+    Case(
+        "glm4_moe",
+        "glm4_moe",
+        "glm4_moe",
+        dict(
+            num_key_value_heads=2,
+            head_dim=16,
+            attention_bias=True,
+            partial_rotary_factor=0.5,
+            use_qk_norm=True,
+            n_routed_experts=8,
+            num_experts_per_tok=2,
+            n_group=4,
+            topk_group=2,
+            n_shared_experts=1,
+            moe_intermediate_size=32,
+            first_k_dense_replace=1,
+            routed_scaling_factor=2.5,
+            norm_topk_prob=True,
+            pad_token_id=0,
+        ),
+    ),
+    Case(
+        "glm4_moe-air",
+        "glm4_moe",
+        "glm4_moe",
+        dict(
+            num_key_value_heads=2,
+            attention_bias=True,
+            partial_rotary_factor=0.5,
+            n_routed_experts=4,
+            num_experts_per_tok=2,
+            n_shared_experts=2,
+            moe_intermediate_size=32,
+            first_k_dense_replace=2,
+            routed_scaling_factor=1.0,
+            pad_token_id=0,
+        ),
+    ),
+    # all-mpnet-base-v2's options: 32 relative buckets, padding index 1
+    Case(
+        "mpnet",
+        "mpnet",
+        "mpnet",
+        dict(relative_attention_num_buckets=32, pad_token_id=1, hidden_act="gelu"),
+    ),
+    # multimodal wrappers read through their language model (text input only)
+    Case(
+        "gemma3-multimodal",
+        "gemma3",
+        "gemma3",
+        dict(
+            text_config=dict(
+                SMALL,
+                num_key_value_heads=2,
+                head_dim=16,
+                query_pre_attn_scalar=24,
+                sliding_window=4,
+                layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+                final_logit_softcapping=15.0,  # read by the text model's head only
+                pad_token_id=0,
+            ),
+            vision_config=TINY_VISION,
+            mm_tokens_per_image=4,
+            boi_token_index=VOCAB - 3,
+            eoi_token_index=VOCAB - 2,
+            image_token_index=VOCAB - 1,
+        ),
+        {},
+    ),
+    Case(
+        "mistral3-multimodal",
+        "mistral3",
+        "mistral",
+        dict(
+            text_config=dict(SMALL, model_type="mistral", num_key_value_heads=2, sliding_window=4),
+            vision_config=dict(TINY_VISION, model_type="pixtral", head_dim=16),
+            image_token_index=VOCAB - 1,
+            spatial_merge_size=2,
+        ),
+        {},
+    ),
 ]
 
 
@@ -449,6 +715,7 @@ def build_case(case: Case) -> ModelView:
         "causal-lm": transformers.AutoModelForCausalLM,
         "seq2seq-lm": transformers.AutoModelForSeq2SeqLM,
         "base": transformers.AutoModel,
+        "image-text-to-text": transformers.AutoModelForImageTextToText,
     }[family.auto_class]
     torch.manual_seed(0)
     model = auto.from_config(config, attn_implementation="eager", dtype=torch.float32)

@@ -35,7 +35,7 @@ def families(args: argparse.Namespace) -> int:
     gguf = gguf_architectures()
     rows = []
     for family in FAMILIES:
-        row = family.describe()
+        row = {"tier": "full", **family.describe()}
         row["gguf"] = any(t in gguf or family.name in gguf for t in family.model_types)
         row["verified_by"] = (
             f"tests/models/test_families.py (rows {family.name}*), "
@@ -50,14 +50,22 @@ def families(args: argparse.Namespace) -> int:
         row["features"] = ", ".join(row["features"]) or "-"
         row["gguf"] = "yes" if row["gguf"] else "-"
         row["rope types"] = rope_cell(row["rope_types"], every)
-    print_table(rows, ["family", "position", "rope types", "layout", "norm", "gguf", "features"])
+    print_table(
+        rows, ["family", "tier", "position", "rope types", "layout", "norm", "gguf", "features"]
+    )
     print(
         f"\nRope types 'all': {', '.join(every)} (every type transformers implements; the "
         "frequencies come from the model's own rotary module, dynamic only within the "
         "original context).\nEvery load is checked against Hugging Face's own forward pass "
         "(the on-load check). Each family is checked on tiny random models "
         "(tests/models/test_families.py) and runs every command "
-        "(tests/models/test_family_commands.py)."
+        "(tests/models/test_family_commands.py).\nEvery family above is in the full tier. "
+        "A type no family declares loads through a declared family's layout where that "
+        "layout's view passes the on-load check (also the full tier, with a notice), else in "
+        "the hidden-state tier (its embeddings, residual stream, final norm where found and "
+        "readout, equal to Hugging Face's hidden states; the attention-level analyses say per "
+        "layer that they do not apply), or is refused with the reason; `python -m "
+        "geomlens.models.reach` lists every type's tier, found by loading a tiny model of it."
     )
     return 0
 

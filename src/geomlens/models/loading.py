@@ -24,8 +24,9 @@ from geomlens.models.check import (  # noqa: F401 (eager_attention re-exported)
     check_view,
     eager_attention,
 )
-from geomlens.models.families import UndeclaredType, family_for, layouts_for
+from geomlens.models.families import REFUSED, UndeclaredType, family_for, layouts_for
 from geomlens.models.families.base import Family
+from geomlens.models.families.wrappers import TEXT_WRAPPERS
 from geomlens.models.view import ModelView
 from geomlens.stats.finite import require_finite_weights
 
@@ -280,6 +281,8 @@ def fallback_auto_class(config: Any) -> str:
 def auto_class_of(config: Any) -> str:
     """The Auto class a config loads with: its family's, or (undeclared type) Hugging Face's
     own choice; refused model types and unhandled options raise here."""
+    if getattr(config, "model_type", None) in REFUSED:
+        return fallback_auto_class(config)
     try:
         return family_for(config).auto_class
     except UndeclaredType:
@@ -293,6 +296,7 @@ def auto_class(kind: str) -> Any:
         "causal-lm": transformers.AutoModelForCausalLM,
         "seq2seq-lm": transformers.AutoModelForSeq2SeqLM,
         "base": transformers.AutoModel,
+        "image-text-to-text": transformers.AutoModelForImageTextToText,
     }[kind]
 
 
@@ -423,7 +427,7 @@ def check_sub_configs(folder: Path, config: Any) -> None:
                 f"that {key} describes)."
             )
     other = [key for key in ("vision_config", "audio_config") if getattr(config, key, None)]
-    if other:
+    if other and config.model_type not in TEXT_WRAPPERS:  # a wrapper: read through its text
         raise GeomlensError(
             f"{folder} holds a multimodal {config.model_type} model (its config has a "
             f"{' and '.join(other)}); geomlens reads text-only models: use the text model "
@@ -599,7 +603,6 @@ def load_folder(
         raise GeomlensError(f"could not read the model config in {folder}: {text}") from None
     check_sub_configs(folder, config)  # a multimodal model named as such, not as a type
     layouts = candidate_layouts(config)  # unhandled options reported before missing weights
-    family = layouts[0]
     check_config_shape(folder, config)
     check_safetensors(folder)
     check_weight_headers(folder)
@@ -612,7 +615,7 @@ def load_folder(
         ) from None
     vocab_size = getattr(getattr(config, "text_config", None) or config, "vocab_size", None)
     check_tokenizer(folder, tokenizer, vocab_size if isinstance(vocab_size, int) else None)
-    loader = auto_class(family.auto_class)
+    loader = auto_class(layouts[0].auto_class if layouts else fallback_auto_class(config))
     try:
         model, info = loader.from_pretrained(
             folder,
@@ -636,8 +639,8 @@ def load_folder(
     check_tokenizer(folder, tokenizer, embedding_rows(model))
     model.eval().requires_grad_(False)
     model.to(device)
-    if len(layouts) == 1 and family_declares(family, config):
-        view = family.build(model, tokenizer, name, str(folder))
+    if len(layouts) == 1 and family_declares(layouts[0], config):
+        view = layouts[0].build(model, tokenizer, name, str(folder))
         return replace(view, load_check=check_view(view))
     return through_layouts(layouts, model, tokenizer, name, folder)
 
@@ -648,14 +651,15 @@ def family_declares(family: Family, config: Any) -> bool:
 
 def candidate_layouts(config: Any) -> list[Family]:
     """The config's family; for an undeclared model type, the declared layouts it may load
-    through (``families.layouts_for``), or its refusal."""
+    through (``families.layouts_for``). Empty: no declared family or layout takes it, and it
+    loads in the hidden-state tier (``models.hidden_tier``). A declared type whose options
+    its family refuses is refused here: it never falls to the hidden-state tier."""
+    if getattr(config, "model_type", None) in REFUSED:
+        return []  # its mixing is known not to be a bilinear softmax attention
     try:
         return [family_for(config)]
-    except UndeclaredType as undeclared:
-        layouts = layouts_for(config, fallback_auto_class(config))
-        if not layouts:
-            raise GeomlensError(str(undeclared)) from None
-        return layouts
+    except UndeclaredType:
+        return layouts_for(config, fallback_auto_class(config))
 
 
 LAYOUT_ERRORS = (AttributeError, KeyError, IndexError, TypeError, ValueError, RuntimeError)
@@ -666,8 +670,8 @@ def through_layouts(
     layouts: list[Family], model: Any, tokenizer: Any, name: str, folder: Path
 ) -> ModelView:
     """An undeclared model type through the first declared layout whose view builds and
-    passes the on-load check, with a notice naming it; refused in one sentence when none
-    does."""
+    passes the on-load check, with a notice naming it; when none does (or none accepts its
+    config), in the hidden-state tier, with a notice naming each layout's first mismatch."""
     model_type = getattr(model.config, "model_type", None)
     failed: list[tuple[str, BaseException]] = []
     for family in layouts:
@@ -684,12 +688,55 @@ def through_layouts(
             file=sys.stderr,
         )
         return replace(view, load_check=check)
-    raise GeomlensError(
-        f"model type {model_type!r} is not declared, and none of the declared layouts that "
-        "accept its config reproduces its forward pass on the on-load check; extend the "
-        "closest layout into a family of its own (docs/models.md, Adding a family) or use a "
-        f"model of a supported family. First mismatch of each: {layout_mismatches(failed)}."
+    if model_type in REFUSED:
+        why = f"{REFUSED[model_type]}"
+    elif failed:
+        why = (
+            "none of the declared layouts that accept its config reproduces its forward "
+            "pass on the on-load check (extend the closest into a family of its own, "
+            "docs/models.md, Adding a family; first mismatch of each: "
+            f"{layout_mismatches(failed)})"
+        )
+    else:
+        why = "no declared family or layout takes its config"
+    return hidden_state_view(model, tokenizer, name, folder, why)
+
+
+def hidden_state_view(model: Any, tokenizer: Any, name: str, folder: Path, why: str) -> ModelView:
+    """The model in the hidden-state tier (``models.hidden_tier``), checked against Hugging
+    Face's hidden states, with a notice saying why and what it reads; refused in one
+    sentence when even its hidden states cannot be read."""
+    from geomlens.models.hidden_tier import (
+        HiddenStatesUnreadable,
+        build_hidden_view,
+        check_hidden_view,
     )
+
+    model_type = getattr(model.config, "model_type", None)
+    try:
+        view = build_hidden_view(model, tokenizer, name, str(folder), is_encoder_model(model))
+        check = check_hidden_view(view)
+    except (HiddenStatesUnreadable, CheckFailed) as exc:
+        raise GeomlensError(
+            f"model type {model_type!r} is refused: {why}, and {str(exc).rstrip('.')}; use a "
+            "model of a supported family (geomlens models --families)."
+        ) from None
+    print(
+        f"geomlens: model type {model_type!r} loads in the hidden-state tier: {why}. Its "
+        "hidden states, embeddings and readout are read (equal to Hugging Face's); the "
+        "attention-level analyses say per layer that they do not apply.",
+        file=sys.stderr,
+    )
+    return replace(view, load_check=check)
+
+
+def is_encoder_model(model: Any) -> bool:
+    """Whether an undeclared model attends both ways: it has no causal LM head in Hugging
+    Face's tables and its config is not a decoder's."""
+    config = model.config
+    if getattr(config, "is_decoder", False):
+        return False
+    return fallback_auto_class(config) == "base"
 
 
 def layout_mismatches(failed: list[tuple[str, BaseException]]) -> str:

@@ -18,7 +18,11 @@ from torch import nn
 from geomlens.errors import GeomlensError
 
 NormKind = Literal["layernorm", "rmsnorm", "identity"]
-PositionKind = Literal["learned", "sinusoidal", "rotary", "alibi", "t5-relative"]
+PositionKind = Literal["learned", "sinusoidal", "rotary", "alibi", "t5-relative", "not modelled"]
+Tier = Literal["full", "hidden-state"]
+"""How much of a model the view reads: ``full`` (a declared family: every weight, checked
+block by block) or ``hidden-state`` (``models.hidden_tier``: embeddings, the residual
+stream, the final norm where found, and the readout; no block's mixing is modelled)."""
 
 
 @dataclass(frozen=True)
@@ -75,14 +79,24 @@ class MlpView:
     of experts is the same shape, wider: its coefficients are every expert's coefficients,
     each multiplied by the router's weight for that expert (zero where it is not chosen), and
     ``W_out`` stacks the experts' output rows, so each row of ``W_out`` is one sub-update.
+    An expert with an output bias (GPT-OSS) adds one more coefficient, its router weight,
+    whose row of ``W_out`` is that bias. Where the router scales the experts' inputs instead
+    (``scale_inputs``: Llama 4), expert e's coefficients are those of ``weight_e * x``.
 
     Attributes:
-        W_in: [d, d_mlp]; W_gate: [d, d_mlp] or None; W_out: [d_mlp, d] (MoE: [E * d_mlp, d]).
+        W_in: [d, d_mlp]; W_gate: [d, d_mlp] or None; W_out: [d_mlp, d] (MoE: the experts'
+            rows, each expert's output bias as one more row).
         b_in: [d_mlp] or None; b_out: [d] or None.
         activation: the activation's config name (e.g. "silu", "gelu").
         module: the Hugging Face MLP (or MoE) module; its first input is ``x``.
         experts: for a mixture of experts, one dense ``MlpView`` per expert; else ().
         router: for a mixture of experts, ``x [..., d] -> weights [..., E]``; else None.
+        b_gate: [d_mlp] the gate projection's bias, or None.
+        glu: (gate, up) -> coefficients, replacing ``act(gate) * up`` for a gated unit
+            that is not one activation times the up projection (GPT-OSS's clamped SwiGLU
+            ``(clamp(up) + 1) * g * sigmoid(alpha * g)``, ``g = clamp(gate)``), or None.
+        scale_inputs: a mixture whose router weights multiply each expert's input, not its
+            coefficients (Llama 4).
     """
 
     W_in: torch.Tensor | None
@@ -94,22 +108,44 @@ class MlpView:
     module: nn.Module
     experts: tuple[MlpView, ...] = ()
     router: Callable[[torch.Tensor], torch.Tensor] | None = field(default=None, repr=False)
+    b_gate: torch.Tensor | None = None
+    glu: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = field(
+        default=None, repr=False
+    )
+    scale_inputs: bool = False
 
     def coefficients(self, x: torch.Tensor) -> torch.Tensor:
-        """The weights of the rows of ``W_out``: [..., d] -> [..., d_mlp] (MoE: E * d_mlp)."""
+        """The weights of the rows of ``W_out``: [..., d] -> [..., d_mlp] (MoE: every
+        expert's, plus one per expert output bias)."""
         if self.router is not None:
             weights = self.router(x)
-            parts = [e.coefficients(x) * weights[..., i, None] for i, e in enumerate(self.experts)]
+            parts = []
+            for i, e in enumerate(self.experts):
+                w = weights[..., i, None]
+                if self.scale_inputs:
+                    parts.append(e.coefficients(x * w.to(x.dtype)))
+                else:
+                    parts.append(e.coefficients(x) * w)
+                if e.b_out is not None:
+                    parts.append(w.to(parts[-1].dtype))
             return torch.cat(parts, dim=-1)
         assert self.W_in is not None
         x = x.to(self.W_in.dtype)
         up = x @ self.W_in
         if self.b_in is not None:
             up = up + self.b_in
-        from transformers.activations import ACT2FN  # on first use: keeps imports light
+        if self.W_gate is None:
+            from transformers.activations import ACT2FN  # on first use: keeps imports light
 
-        act = ACT2FN[self.activation]
-        return act(x @ self.W_gate) * up if self.W_gate is not None else act(up)
+            return ACT2FN[self.activation](up)
+        gate = x @ self.W_gate
+        if self.b_gate is not None:
+            gate = gate + self.b_gate
+        if self.glu is not None:
+            return self.glu(gate, up)
+        from transformers.activations import ACT2FN
+
+        return ACT2FN[self.activation](gate) * up
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """The MLP's contribution to the residual stream (before any output norm)."""
@@ -232,7 +268,8 @@ class AttentionView:
     """How one block's attention turns its (normalised) input into scores, from view weights.
 
     ``scores(x)`` are the pre-softmax, pre-mask scores ``softcap(scale * q . k + bias)``;
-    ``probabilities(x)`` apply the mask (causal, sliding window) and the softmax. Both are
+    ``probabilities(x)`` apply the mask (causal, sliding window, chunks) and the softmax
+    (with the heads' sink logits, where the model has them). Both are
     checked against Hugging Face's own attention weights for every family (tests).
 
     Attributes:
@@ -249,6 +286,14 @@ class AttentionView:
             model applies it (per head or over all heads), or None. It makes q . k
             nonlinear in the input.
         bias_fn: T -> [H, T, T] additive score bias by position (ALiBi, T5 buckets), or None.
+        query_scale: T -> [T] factors multiplying the scores of query positions 0..T-1 (a
+            per-position temperature on the queries: Llama 4's NoPE layers), or None. The
+            scores stay bilinear in the input for each query position.
+        chunk: chunked attention: a query attends only to keys of its own block of
+            ``chunk`` positions (i // chunk == j // chunk; Llama 4), or None.
+        sinks: [H] a per-head sink logit (GPT-OSS): one more softmax column per query that
+            takes probability mass but adds no value, so the probabilities over the real
+            keys sum to less than 1; or None.
     """
 
     module: nn.Module
@@ -264,6 +309,9 @@ class AttentionView:
         field(default=None, repr=False)
     )
     bias_fn: Callable[[int], torch.Tensor] | None = field(default=None, repr=False)
+    query_scale: Callable[[int], torch.Tensor] | None = field(default=None, repr=False)
+    chunk: int | None = None
+    sinks: torch.Tensor | None = field(default=None, repr=False)
 
     def heads(self) -> HeadWeights:
         return self.heads_fn()
@@ -299,8 +347,11 @@ class AttentionView:
         return None if self.bias_fn is None else self.bias_fn(length)
 
     def finish_scores(self, dots: torch.Tensor) -> torch.Tensor:
-        """From rotated q . k [..., H, T, T] to the scores: scale, position bias, soft-cap."""
+        """From rotated q . k [..., H, T, T] to the scores: scale (and the query positions'
+        ``query_scale``), position bias, soft-cap."""
         s = dots * self.scale
+        if self.query_scale is not None:
+            s = s * self.query_scale(dots.shape[-2]).to(s.device, s.dtype)[:, None]
         b = self.bias(dots.shape[-1])
         if b is not None:
             s = s + b.to(s.device, s.dtype)
@@ -322,13 +373,20 @@ class AttentionView:
             allowed &= j <= i
         if self.window is not None:
             allowed &= (i - j < self.window) & (j - i < self.window)
+        if self.chunk is not None:
+            allowed &= i // self.chunk == j // self.chunk
         return allowed
 
     def probabilities(self, x: torch.Tensor, heads: HeadWeights | None = None) -> torch.Tensor:
-        """[B, T, d] normalised input -> [B, H, T, T] attention probabilities."""
+        """[B, T, d] normalised input -> [B, H, T, T] attention probabilities (with
+        ``sinks``, the softmax includes each head's sink column, then drops it)."""
         s = self.scores(x, heads)
         allowed = self.mask(s.shape[-1]).to(s.device)
-        return s.masked_fill(~allowed, float("-inf")).softmax(-1)
+        s = s.masked_fill(~allowed, float("-inf"))
+        if self.sinks is None:
+            return s.softmax(-1)
+        sink = self.sinks.to(s.device, s.dtype)[:, None, None].expand(*s.shape[:-1], 1)
+        return torch.cat([s, sink], dim=-1).softmax(-1)[..., :-1]
 
 
 @dataclass(frozen=True)
@@ -399,6 +457,10 @@ class BlockView:
             an encoder-decoder's ``cross_attn``).
         residual_scale: the factor each sub-block's output is multiplied by before it joins
             the residual stream (Granite's ``residual_multiplier``; 1 elsewhere).
+        mixing: None where the block's token mixing is the bilinear softmax attention
+            ``attn`` describes; else why it is not modelled ("mixes tokens by a state-space
+            scan, not a bilinear softmax attention"): ``attn``, ``heads()``, ``mlp()`` and
+            the norms are then placeholders that no analysis may read.
     """
 
     index: int
@@ -411,6 +473,7 @@ class BlockView:
     mlp_fn: Callable[[], MlpView] = field(repr=False)
     extra_norms: dict[str, NormView] = field(default_factory=dict)
     residual_scale: float = 1.0
+    mixing: str | None = None
 
     @property
     def placement(self) -> Literal["pre", "post"]:
@@ -494,6 +557,10 @@ class ModelView:
         decoder_start_token_id: for encoder-decoders, the decoder's first input token.
         load_check: what the on-load check measured (``models.check.LoadCheck``), for a
             view made by ``load_model``; None for a view built directly.
+        tier: "full" (a declared family) or "hidden-state" (``models.hidden_tier``).
+        input_fn: for the hidden-state tier, ``ids [..., T] -> [..., T, d]`` the input
+            Hugging Face's block 0 receives (read from the model's own forward pass);
+            None where ``block_input`` builds it from the declared embedding.
     """
 
     name: str
@@ -526,6 +593,10 @@ class ModelView:
     decoder_start_token_id: int | None = None
     factorised: FactorisedEmbedding | None = None
     load_check: Any = field(default=None, repr=False, compare=False)
+    tier: Tier = "full"
+    input_fn: Callable[[torch.Tensor], torch.Tensor] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     def block_input(self, ids: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
         """The exact input of block 0 (hidden-state layer 0) for token ids at positions.
@@ -542,6 +613,15 @@ class ModelView:
             block-0 input on every load (``models.check``).
         """
         ids = ids.to(self.W_E.device)
+        if self.input_fn is not None:
+            if positions is not None and not torch.equal(
+                positions.cpu(), torch.arange(ids.shape[-1]).expand_as(positions.cpu())
+            ):
+                raise GeomlensError(
+                    f"{self.name} is read in the hidden-state tier, whose block-0 input comes "
+                    "from the model's own forward pass at positions 0..T-1 only."
+                )
+            return self.input_fn(ids)
         if positions is None:
             positions = torch.arange(ids.shape[-1], device=ids.device)
         positions = positions.to(ids.device)
@@ -590,6 +670,10 @@ class ModelView:
         """
         return self.encoder_final_norm if self.is_seq2seq else self.final_norm
 
+    def not_modelled(self) -> dict[int, str]:
+        """Block index -> why its token mixing is not modelled (empty for the full tier)."""
+        return {b.index: b.mixing for b in self.blocks if b.mixing is not None}
+
     def unembed(self, x: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
         """Logits from vectors already through the readout norm: [..., d] -> [..., vocab],
         computed in ``dtype`` (default: the unembedding's own)."""
@@ -632,6 +716,7 @@ class ModelView:
         """A JSON-able summary (for manifests and ``geomlens models``)."""
         return {
             "family": self.family,
+            "tier": self.tier,
             "n_layers": self.n_layers,
             "d_model": self.d_model,
             "n_heads": self.n_heads,

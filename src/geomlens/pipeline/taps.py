@@ -26,9 +26,16 @@ module-level function, so Ray workers can build their own)."""
 
 def taps_of(view: ModelView, builds: Mapping[str, tuple[TapBuild, int]]) -> Taps:
     """The taps a capture fills: name -> (its builder, the first windows it reads); a tap
-    over no window is left out."""
+    over no window is left out, and so is a tap that reads attention (its class says
+    ``attention = True``) on a model whose blocks' mixing the view does not model (the
+    hidden-state tier: its analysis says per layer why it does not apply)."""
+    skip_attention = bool(view.not_modelled())
     return Taps(
-        {name: build(view, windows) for name, (build, windows) in builds.items() if windows}
+        {
+            name: build(view, windows)
+            for name, (build, windows) in builds.items()
+            if windows and not (skip_attention and getattr(build, "attention", False))
+        }
     )
 
 

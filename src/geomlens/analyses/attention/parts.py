@@ -296,11 +296,21 @@ def _head_qk(
     return q, k
 
 
+def _row_scale(block: BlockView, length: int, rows: slice, device: Any) -> float | torch.Tensor:
+    """The factor on the scores of the query rows ``rows``: the block's scale, times the
+    per-position query factors ([rows, 1] float64) where it has them (Llama 4's NoPE
+    layers), so the parts still sum to the scores."""
+    attn = block.attn
+    if attn.query_scale is None:
+        return attn.scale
+    return attn.scale * attn.query_scale(length)[rows].double().to(device)[:, None]
+
+
 def _parts_of_rows(
     q: dict[str, torch.Tensor],
     k: dict[str, torch.Tensor],
     rows: slice,
-    scale: float,
+    scale: float | torch.Tensor,
     bias: torch.Tensor | None,
 ) -> dict[str, torch.Tensor]:
     """The logit parts of the query rows ``rows`` (all keys): name -> [B, g, rows, T].
@@ -358,7 +368,8 @@ def split_logits(
     bias = block.attn.bias(int(hidden.shape[1]))
     if bias is not None:
         bias = bias.to(view.device).double()
-    return _parts_of_rows(q, k, slice(None), block.attn.scale, bias)
+    scale = _row_scale(block, int(hidden.shape[1]), slice(None), view.device)
+    return _parts_of_rows(q, k, slice(None), scale, bias)
 
 
 def pair_mask(view: ModelView, length: int, positions: npt.NDArray[np.integer]) -> torch.Tensor:
@@ -519,7 +530,7 @@ def _stream_head(
     Holds the head's queries and keys ([B, T, e] per part) and one block of parts
     ([B, rows, T, P] float64); ``bias`` is the block's [H, T, T] position bias or None.
     """
-    hs, dev, scale = slice(head, head + 1), inputs.pos.device, block.attn.scale
+    hs, dev = slice(head, head + 1), inputs.pos.device
     q, k = _head_qk(block, inputs, w, hs)
     if check:
         b_Q, b_K = (None if b is None else b[hs] for b in (w.b_Q, w.b_K))
@@ -529,6 +540,7 @@ def _stream_head(
     for start in range(0, T, rows):
         r = slice(start, min(T, start + rows))
         b = None if bias is None else bias[hs, r].to(dev).double()  # [1, rows, T]
+        scale = _row_scale(block, T, r, dev)
         parts = _parts_of_rows(q, k, r, scale, b)
         stack = torch.stack([parts[p][:, 0] for p in names], dim=-1)  # [B, rows, T, P]
         del parts

@@ -122,8 +122,8 @@ def head_outputs(heads: HeadWeights, x: torch.Tensor, attn: torch.Tensor) -> tor
     Args:
         heads: the block's per-head weights (grouped-query heads expanded).
         x: [B, T, d] the value projection's input.
-        attn: [B, H, T, T] attention probabilities (rows sum to 1, so the value bias
-            enters as b_v,h W_o,h).
+        attn: [B, H, T, T] attention probabilities (the value bias enters as b_v,h W_o,h
+            times each row's sum: 1, or less where heads have sink logits, GPT-OSS).
     """
     W_V, W_O = heads.W_V.double().cpu(), heads.W_O.double().cpu()  # [H, d, dh], [H, dh, d]
     # (A_h (X W_v,h)) W_o,h: the same product as A_h X W_vo,h, with the T x T attention
@@ -131,7 +131,8 @@ def head_outputs(heads: HeadWeights, x: torch.Tensor, attn: torch.Tensor) -> tor
     v = torch.einsum("btd,hde->bhte", x.double(), W_V)  # [B, H, T, dh]
     o = (attn.double() @ v) @ W_O[None]
     if heads.b_V is not None:
-        o = o + (heads.b_V.double().cpu()[:, None, :] @ W_O)[None]  # [1, H, 1, d]
+        bias = (heads.b_V.double().cpu()[:, None, :] @ W_O)[None]  # [1, H, 1, d]
+        o = o + attn.double().sum(-1, keepdim=True) * bias
     return o
 
 

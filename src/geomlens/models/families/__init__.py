@@ -19,24 +19,31 @@ from geomlens.models.families.bert import (
 from geomlens.models.families.bloom import BLOOM
 from geomlens.models.families.codegen import CODEGEN
 from geomlens.models.families.cohere import COHERE
+from geomlens.models.families.cohere2 import COHERE2
 from geomlens.models.families.common import activation_of
 from geomlens.models.families.distilbert import DISTILBERT
+from geomlens.models.families.exaone4 import EXAONE4
 from geomlens.models.families.falcon import FALCON
 from geomlens.models.families.gemma import GEMMA
 from geomlens.models.families.gemma2 import GEMMA2
 from geomlens.models.families.gemma3 import GEMMA3
 from geomlens.models.families.glm import GLM, GLM4
+from geomlens.models.families.glm4_moe import GLM4_MOE
 from geomlens.models.families.gpt2 import GPT2
 from geomlens.models.families.gpt_bigcode import GPT_BIGCODE
 from geomlens.models.families.gpt_neo import GPT_NEO
 from geomlens.models.families.gpt_neox import GPT_NEOX
+from geomlens.models.families.gpt_oss import GPT_OSS
 from geomlens.models.families.gptj import GPTJ
 from geomlens.models.families.granite import GRANITE, GRANITEMOE
 from geomlens.models.families.helium import HELIUM
 from geomlens.models.families.llama import LLAMA
+from geomlens.models.families.llama4 import LLAMA4
 from geomlens.models.families.mistral import MISTRAL
 from geomlens.models.families.mixtral import MIXTRAL
 from geomlens.models.families.modernbert import MODERNBERT
+from geomlens.models.families.mpnet import MPNET
+from geomlens.models.families.mpt import MPT
 from geomlens.models.families.nemotron import NEMOTRON
 from geomlens.models.families.olmo import OLMO
 from geomlens.models.families.olmo2 import OLMO2
@@ -51,6 +58,7 @@ from geomlens.models.families.smollm3 import SMOLLM3
 from geomlens.models.families.stablelm import STABLELM
 from geomlens.models.families.starcoder2 import STARCODER2
 from geomlens.models.families.t5 import MT5, T5
+from geomlens.models.families.wrappers import TEXT_WRAPPERS, through_text
 from geomlens.models.families.xglm import XGLM
 
 FAMILIES: tuple[Family, ...] = (
@@ -103,6 +111,13 @@ FAMILIES: tuple[Family, ...] = (
     BART,
     MBART,
     MT5,
+    COHERE2,
+    EXAONE4,
+    MPT,
+    GLM4_MOE,
+    MPNET,
+    GPT_OSS,
+    LLAMA4,
 )
 
 
@@ -163,6 +178,8 @@ def family_for(config: Any) -> Family:
         UndeclaredType: for a model type no family declares.
     """
     model_type = getattr(config, "model_type", None)
+    if model_type in TEXT_WRAPPERS:  # a multimodal wrapper, read through its language model
+        return through_text(config, family_for(config.text_config))
     check_activation(config)
     for family in FAMILIES:
         if model_type in family.model_types:

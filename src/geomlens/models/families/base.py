@@ -270,7 +270,9 @@ class AttentionSettings:
     """Per-layer attention facts an adapter may set (defaults: scaled by 1/sqrt(d_head)).
 
     ``rotary`` replaces the rotary read from the model's rotary module; ``rope=False``
-    says this layer does not rotate (SmolLM3's NoPE layers)."""
+    says this layer does not rotate (SmolLM3's NoPE layers). ``query_scale``, ``chunk`` and
+    ``sinks``: a per-position query temperature, chunked attention and per-head sink logits
+    (see ``AttentionView``)."""
 
     scale: float | None = None
     window: int | None = None
@@ -279,6 +281,9 @@ class AttentionSettings:
     rope: bool = True
     qk_norm: Callable[[Any, Any], tuple[Any, Any]] | None = None
     bias_fn: Callable[[int], Any] | None = None
+    query_scale: Callable[[int], Any] | None = None
+    chunk: int | None = None
+    sinks: Any = None
 
 
 def no_settings(config: Any, dims: Dims, index: int, attention: Any) -> AttentionSettings:
@@ -482,6 +487,9 @@ def attention_view(
         rotary=rotary,
         qk_norm=s.qk_norm,
         bias_fn=s.bias_fn,
+        query_scale=s.query_scale,
+        chunk=s.chunk,
+        sinks=s.sinks,
     )
 
 

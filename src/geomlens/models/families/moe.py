@@ -20,11 +20,17 @@ from geomlens.models.families.common import activation_of, gated_mlp
 from geomlens.models.view import MlpView, get_path, linear_in_out
 
 
-def topk_router(weight: torch.Tensor, k: int, renormalise: bool = True) -> Any:
-    """x [..., d] -> [..., E]: softmax over the logits, top k (renormalised), zeros elsewhere."""
+def topk_router(
+    weight: torch.Tensor, k: int, renormalise: bool = True, bias: torch.Tensor | None = None
+) -> Any:
+    """x [..., d] -> [..., E]: softmax over the logits ``x W^T + bias``, top k
+    (renormalised: the softmax over the top k logits, as GPT-OSS takes it), zeros elsewhere."""
 
     def route(x: torch.Tensor) -> torch.Tensor:
-        probs = (x.to(weight.dtype) @ weight.T).float().softmax(-1)
+        logits = x.to(weight.dtype) @ weight.T
+        if bias is not None:
+            logits = logits + bias
+        probs = logits.float().softmax(-1)
         top, index = probs.topk(k, dim=-1)
         if renormalise:
             top = top / top.sum(-1, keepdim=True)
@@ -33,20 +39,38 @@ def topk_router(weight: torch.Tensor, k: int, renormalise: bool = True) -> Any:
     return route
 
 
-def expert_views(experts: Any, activation: str) -> tuple[MlpView, ...]:
-    """One dense gated ``MlpView`` per expert of a 3D-stored expert module."""
-    gate_up = experts.gate_up_proj.detach()  # [E, 2 * ff, d]
-    down = experts.down_proj.detach()  # [E, d, ff]
-    ff = down.shape[-1]
+def expert_views(experts: Any, activation: str, layout: str = "rows") -> tuple[MlpView, ...]:
+    """One dense gated ``MlpView`` per expert of a 3D-stored expert module.
+
+    Layouts: "rows" (``gate_up_proj`` [E, 2 * ff, d], gate rows first; ``down_proj``
+    [E, d, ff]: Mixtral, Qwen MoE), "columns" ([E, d, 2 * ff], gate columns first;
+    ``down_proj`` [E, ff, d]: Llama 4), "interleaved" ([E, d, 2 * ff], gate and up columns
+    alternating; ``down_proj`` [E, ff, d]: GPT-OSS). Biases ``gate_up_proj_bias`` [E, 2 * ff]
+    and ``down_proj_bias`` [E, d] are read where the module has them.
+    """
+    gate_up = experts.gate_up_proj.detach()
+    down = experts.down_proj.detach()
+    if layout == "rows":
+        gate_up, down = gate_up.transpose(1, 2), down.transpose(1, 2)  # [E, d, 2ff], [E, ff, d]
+    ff = down.shape[1]
+    if layout == "interleaved":
+        gate, up = slice(0, 2 * ff, 2), slice(1, 2 * ff, 2)
+    elif layout in ("rows", "columns"):
+        gate, up = slice(0, ff), slice(ff, 2 * ff)
+    else:
+        raise ValueError(f"unknown expert layout {layout!r}")
+    b_gate_up = getattr(experts, "gate_up_proj_bias", None)
+    b_down = getattr(experts, "down_proj_bias", None)
     return tuple(
         MlpView(
-            W_in=gate_up[e, ff:].T,
-            W_gate=gate_up[e, :ff].T,
-            W_out=down[e].T,
-            b_in=None,
-            b_out=None,
+            W_in=gate_up[e][:, up],
+            W_gate=gate_up[e][:, gate],
+            W_out=down[e],
+            b_in=None if b_gate_up is None else b_gate_up[e, up].detach(),
+            b_out=None if b_down is None else b_down[e].detach(),
             activation=activation,
             module=experts,
+            b_gate=None if b_gate_up is None else b_gate_up[e, gate].detach(),
         )
         for e in range(gate_up.shape[0])
     )
