@@ -29,5 +29,6 @@ def test_no_block_input_is_not_measured(model, request):
     acc = DecompositionAccumulator([last], 2, 8, view.d_model, False)
     figures: list = []
     out = attention_in_basis(view, None, acc, True, figures, {})  # type: ignore[arg-type]
-    assert out["unsupported"].startswith("not measured: ") and figures == []
-    assert f"0 to {last - 1}" in out["unsupported"]
+    assert out.unsupported is not None and out.blocks is None
+    assert out.unsupported.startswith("not measured: ") and figures == []
+    assert f"0 to {last - 1}" in out.unsupported

@@ -12,7 +12,8 @@ import pytest
 from geomlens.analyses.common import spectra
 from geomlens.analyses.decomposition import figures as figs
 from geomlens.analyses.decomposition import position_noise, summary
-from geomlens.analyses.decomposition.claims import COHERENCE_FACTOR, PLANTED_SHARE_MAX
+from geomlens.analyses.decomposition.claims import COHERENCE_FACTOR
+from geomlens.analyses.decomposition.position_noise import PLANTED_SHARE_MAX
 from geomlens.analyses.decomposition.section import decomposition_section
 from geomlens.reporting.glossary import describe
 from geomlens.runs.runfolder import Run

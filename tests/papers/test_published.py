@@ -26,7 +26,7 @@ from geomlens.analyses.registry import claims, write_report
 from geomlens.cli import main
 from geomlens.models import BUNDLED
 from geomlens.models.loading import resolve_folder
-from geomlens.reporting import published
+from geomlens.papers import published
 
 GPT2_SMALL = {"family": "gpt2", "n_layers": 12, "d_model": 768, "vocab": 50257}
 SMOLLM2 = {

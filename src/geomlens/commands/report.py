@@ -30,7 +30,13 @@ from geomlens.analyses.walk.step import (
 )
 from geomlens.capturing.capture import CaptureConfig, check_length, resolve_layers
 from geomlens.config.figure_level import FigureLevel
-from geomlens.config.options import add_capture_options, capture_options, finished
+from geomlens.config.options import (
+    add_capture_options,
+    add_options,
+    command_option,
+    command_options,
+    finished,
+)
 from geomlens.config.run import CaptureRunConfig
 from geomlens.engines import EngineConfig
 from geomlens.errors import GeomlensError
@@ -200,11 +206,21 @@ class ReportConfig(CaptureRunConfig):
         text_file: read that text from this file instead (wins over ``text``).
     """
 
-    task: str | Path | None = None
-    limit: int = CONCEPT_LIMIT
-    skip_first: bool = False
-    text: str | None = None
-    text_file: str | Path | None = None
+    task: str | Path | None = command_option(
+        None, help="multiple-choice task of the concept tests (default task)"
+    )
+    limit: int = command_option(
+        CONCEPT_LIMIT, int, metavar="N", help=f"task items scored ({CONCEPT_LIMIT})"
+    )
+    skip_first: bool = command_option(
+        False, help="primary view leaves position 0 out (both views are shown)"
+    )
+    text: str | None = command_option(
+        None, group="source", help="the text of the walk stage (default: a few-shot prompt)"
+    )
+    text_file: str | Path | None = command_option(
+        None, group="source", metavar="F", help="read that text from F"
+    )
 
     command: ClassVar[str] = "report"
 
@@ -228,23 +244,10 @@ HELP = "every analysis on one capture, in one report.html"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The capture options, then the report's own (``ReportConfig``'s)."""
     add_capture_options(parser)
-    parser.add_argument(
-        "--task", default=None, help="multiple-choice task of the concept tests (default task)"
-    )
-    parser.add_argument("--limit", type=int, default=40, metavar="N", help="task items scored (40)")
-    parser.add_argument(
-        "--skip-first",
-        action="store_true",
-        help="primary view leaves position 0 out (both views are shown)",
-    )
-    source = parser.add_mutually_exclusive_group()
-    source.add_argument(
-        "--text", default=None, help="the text of the walk stage (default: a few-shot prompt)"
-    )
-    source.add_argument("--text-file", default=None, metavar="F", help="read that text from F")
+    add_options(parser, ReportConfig)
 
 
 def main(args: argparse.Namespace) -> int:
-    own = ("task", "limit", "skip_first", "text", "text_file")
-    return finished(run(ReportConfig.of(capture_options(args, *own))))
+    return finished(run(ReportConfig.of(command_options(args, ReportConfig))))

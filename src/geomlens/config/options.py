@@ -9,6 +9,11 @@ An option is one line of ``CaptureArguments``: its name (the API's keyword argum
 config it fills, its help and how its text is read. An option that fills ``CaptureConfig``
 or ``EngineConfig`` takes that config's default (written once, there); one that only the
 run reads (``out``, ``progress``, ...) writes its default in its line.
+
+A command's own options are declared the same way, as fields of its config made by
+``command_option`` (``ReportConfig.limit``, ...): ``add_options`` makes their flags,
+``read_options`` reads them back, and ``options_table`` writes the docs' table of any
+declaration.
 """
 
 from __future__ import annotations
@@ -122,10 +127,14 @@ class Option:
         flag: its command-line flag, when not ``--<name with dashes>``; a boolean whose
             default is True is turned off by its flag (``--quiet``: ``progress`` False).
         convert: makes a given value the config's (a ``Path`` its text); None is kept.
-        default: the default of a "run" option (the others take their config's).
+        default: the default of a "run" or "command" option (the others take their
+            config's).
+        action: argparse's action, for an option given several times ("append").
+        group: options of one group are mutually exclusive on the command line.
+        doc: its words in the docs' table when ``--help`` shows none.
     """
 
-    fills: Literal["capture", "engine", "run"]
+    fills: Literal["capture", "engine", "run", "command"]
     field: str | None = None
     help: str | None = None
     parse: Callable[[str], Any] | None = None
@@ -134,6 +143,9 @@ class Option:
     flag: str | None = None
     convert: Callable[[Any], Any] | None = None
     default: Any = None
+    action: str | None = None
+    group: str | None = None
+    doc: str | None = None
 
 
 def capture_option(parse: Callable[[str], Any] | None = None, **more: Any) -> Any:
@@ -150,6 +162,13 @@ def engine_option(parse: Callable[[str], Any] | None = None, **more: Any) -> Any
 def run_option(default: Any, parse: Callable[[str], Any] | None = None, **more: Any) -> Any:
     """An option of the run itself (not of what is captured or where), with its default."""
     return Option("run", parse=parse, default=default, **more)
+
+
+def command_option(default: Any, parse: Callable[[str], Any] | None = None, **more: Any) -> Any:
+    """A command's own option, declared as a field of its config (``ReportConfig.limit``):
+    the field's default is the option's, and its ``Option`` the field's metadata."""
+    option = Option("command", parse=parse, default=default, **more)
+    return dataclasses.field(default=default, metadata={"option": option})
 
 
 CONFIGS: dict[str, Any] = {"capture": CaptureConfig, "engine": EngineConfig}
@@ -200,10 +219,12 @@ class CaptureArguments:
     layers: Sequence[int] | None = capture_option(
         parse_layers, help="'all' (default), 0,4,8 or 0-6", convert=tuple
     )
-    batch_size: int = capture_option(int)
+    batch_size: int = capture_option(int, doc="windows per forward pass")
     device: str = capture_option(help="cpu or cuda")
-    dtype: Dtype = capture_option(choices=get_args(Dtype))
-    seed: int = capture_option(int)
+    dtype: Dtype = capture_option(
+        choices=get_args(Dtype), doc="the model's weights and forward pass"
+    )
+    seed: int = capture_option(int, doc="seeds the choice of windows")
     offset: int = capture_option(int, help="tokens of each document to skip")
     balance: bool = capture_option(help="balance windows across labels")
     save_activations: bool = capture_option(help="also write an activation store")
@@ -268,30 +289,81 @@ def option_defaults() -> dict[str, Any]:
     return {name: getattr(DEFAULTS, name) for name in OPTIONS}
 
 
+def declared_options(declaration: type) -> dict[str, tuple[Option, Any]]:
+    """Each option a dataclass declares (a field whose metadata holds an ``Option``), by
+    name, in its order, with its default."""
+    return {
+        f.name: (f.metadata["option"], f.default)
+        for f in dataclasses.fields(declaration)
+        if "option" in f.metadata
+    }
+
+
+def own_options(declaration: type) -> tuple[str, ...]:
+    """The names of the options a command's config declares (its own, besides the capture
+    options)."""
+    return tuple(declared_options(declaration))
+
+
+def option_flag(name: str, option: Option) -> str:
+    """The command-line flag of option ``name``: its ``flag``, or ``--name-with-dashes``."""
+    return option.flag or "--" + name.replace("_", "-")
+
+
 def flag_of(name: str) -> str:
-    """The command-line flag of option ``name``."""
-    return OPTIONS[name].flag or "--" + name.replace("_", "-")
+    """The command-line flag of capture option ``name``."""
+    return option_flag(name, OPTIONS[name])
 
 
-def add_capture_options(p: argparse.ArgumentParser) -> None:
-    """The capture options every computing command accepts (``CaptureArguments``): a
-    boolean is a switch (one whose default is True is turned off by its flag)."""
-    for name, option in OPTIONS.items():
-        default = getattr(DEFAULTS, name)
+def add_options(p: argparse.ArgumentParser, declaration: type) -> None:
+    """The flags of the options ``declaration`` declares, in its order: a boolean is a switch
+    (one whose default is True is turned off by its flag); the options of one ``group`` are
+    mutually exclusive."""
+    groups: dict[str, Any] = {}
+    for name, (option, default) in declared_options(declaration).items():
         given: dict[str, Any] = {"help": option.help}
         if isinstance(default, bool):
             given["action"] = "store_true"
         else:
             given.update(
-                default=default, type=option.parse, choices=option.choices, metavar=option.metavar
+                action=option.action,
+                default=default,
+                type=option.parse,
+                choices=option.choices,
+                metavar=option.metavar,
             )
-        p.add_argument(flag_of(name), **{k: v for k, v in given.items() if v is not None})
+        into: Any = p
+        if option.group is not None:
+            if option.group not in groups:
+                groups[option.group] = p.add_mutually_exclusive_group()
+            into = groups[option.group]
+        into.add_argument(
+            option_flag(name, option), **{k: v for k, v in given.items() if v is not None}
+        )
+
+
+def add_capture_options(p: argparse.ArgumentParser) -> None:
+    """The capture options every computing command accepts (``CaptureArguments``)."""
+    add_options(p, CaptureArguments)
+
+
+def _value(args: argparse.Namespace, name: str, option: Option, default: Any) -> Any:
+    """The value option ``name`` takes from parsed ``args`` (a turned-off switch inverted)."""
+    value = getattr(args, option_flag(name, option)[2:].replace("-", "_"))
+    return not value if default is True else value
+
+
+def read_options(args: argparse.Namespace, declaration: type) -> dict[str, Any]:
+    """The values of the options ``declaration`` declares, by name, from parsed ``args``."""
+    return {
+        name: _value(args, name, option, default)
+        for name, (option, default) in declared_options(declaration).items()
+    }
 
 
 def cli_value(args: argparse.Namespace, name: str) -> Any:
-    """The value option ``name`` takes from parsed ``args`` (a turned-off switch inverted)."""
-    value = getattr(args, flag_of(name)[2:].replace("-", "_"))
-    return not value if getattr(DEFAULTS, name) is True else value
+    """The value capture option ``name`` takes from parsed ``args``."""
+    return _value(args, name, OPTIONS[name], getattr(DEFAULTS, name))
 
 
 def capture_options(args: argparse.Namespace, *own: str) -> dict[str, Any]:
@@ -301,6 +373,38 @@ def capture_options(args: argparse.Namespace, *own: str) -> dict[str, Any]:
         **{name: getattr(args, name) for name in own},
         **{n: cli_value(args, n) for n in OPTIONS},
     }
+
+
+def command_options(args: argparse.Namespace, declaration: type) -> dict[str, Any]:
+    """The Python API's arguments of a capturing command: the capture options' and those
+    its config ``declaration`` declares."""
+    return {**read_options(args, declaration), **read_options(args, CaptureArguments)}
+
+
+def _shown(value: Any) -> str:
+    """A default as the docs' table writes it."""
+    return "-" if value is None else f"`{value}`"
+
+
+def options_table(declaration: type) -> str:
+    """The Markdown table of the options ``declaration`` declares, in its order: flag (with
+    its value's placeholder or choices), default, and what it sets (its help)."""
+    lines = ["| option | default | what it sets |", "| --- | --- | --- |"]
+    for name, (option, default) in declared_options(declaration).items():
+        flag = option_flag(name, option)
+        if isinstance(default, bool):
+            shown, value = flag, "off"
+        else:
+            if option.choices is not None:
+                placeholder = "{" + ",".join(option.choices) + "}"
+            else:
+                placeholder = option.metavar or flag[2:].replace("-", "_").upper()
+            shown, value = f"{flag} {placeholder}", _shown(default)
+        words = option.help or option.doc or ""
+        for text, escaped in (("|", "\\|"), ("<", "&lt;"), (">", "&gt;")):
+            words = words.replace(text, escaped)
+        lines.append(f"| `{shown}` | {value} | {words} |")
+    return "\n".join(lines) + "\n"
 
 
 def configs(arguments: Mapping[str, Any]) -> tuple[CaptureConfig, EngineConfig]:

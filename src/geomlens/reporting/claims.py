@@ -26,9 +26,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from geomlens.papers.published import published_scores
 from geomlens.reporting import guards
 from geomlens.reporting.guards import Guard
-from geomlens.reporting.published import published_scores
 from geomlens.stats.rounding import sig
 
 NO_INTERVAL = (
@@ -58,7 +58,7 @@ class Claim:
         threshold: the number the rule compares it with.
         interval: how the interval was obtained, or why there is none.
         published: the paper's own number for this run's model or setting ("" when it
-            gives none; see ``reporting.published``).
+            gives none; see ``papers.published``).
         kind: "claim", "variant" (geomlens's own form of a claim) or "identity".
         scope: the models and parts the paper made the claim about.
         threshold_source: where the threshold comes from.

@@ -142,17 +142,20 @@ def spectra(spectra_by_layer: dict[str, Sequence[float]], title: str) -> dict[st
     return as_dict(fig)
 
 
-def attention_parts(blocks: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Each logit part's share of variance per head, stacked, one group of bars per block."""
+def attention_parts(
+    blocks: Sequence[tuple[int, Sequence[str], Sequence[Sequence[float | None]]]],
+) -> dict[str, Any]:
+    """Each logit part's share of variance per head, stacked, one group of bars per block:
+    ``blocks`` holds (block, part names, share[head][part]) for each block."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
-    for b, block in enumerate(blocks):
-        heads = [f"b{block['layer']}h{h}" for h in range(len(block["share"]))]
-        for p, name in enumerate(block["parts"]):
+    for b, (layer, parts, share) in enumerate(blocks):
+        heads = [f"b{layer}h{h}" for h in range(len(share))]
+        for p, name in enumerate(parts):
             fig.add_bar(
                 x=heads,
-                y=[row[p] for row in block["share"]],
+                y=[row[p] for row in share],
                 name=name,
                 marker={"color": PART_COLOURS[p % len(PART_COLOURS)]},
                 legendgroup=name,

@@ -7,7 +7,7 @@ import statistics
 from dataclasses import replace
 from typing import Any
 
-from geomlens.analyses.decomposition.claims import PLANTED_SHARE_MAX
+from geomlens.analyses.decomposition.position_noise import PLANTED_SHARE_MAX
 from geomlens.analyses.decomposition.schema import (
     PositionView,
     skip_first_intervals,

@@ -5,9 +5,9 @@ The claim ``song.wqk_low_rank_positional`` reads ``||U^T L U||_F / ||L||_F``: th
 a head's low-rank part L inside U, the top-k right singular vectors of the noisy
 positional estimate pos = P + N (``qk_basis.positional_basis``). Noise turns U away from
 P's own top-k directions, so a share read through U can fall below the share through the
-noise-free basis. Here P is planted as ``decomposition.planted`` plants it (known rank and
-frequency content, noise anisotropic over d with ``planted.ANISOTROPY`` of its energy in a
-few strong directions), L = a b^T with a and b random directions inside P's top
+noise-free basis. Here P is planted as ``decomposition.planted`` plants it (known rank
+and frequency content, noise anisotropic over d with ``decomposition.planted.ANISOTROPY``
+of its energy in a few strong directions), L = a b^T with a and b random directions inside P's top
 ``min(rank, k)`` directions (so its noise-free share is 1), and ``dilution`` reports the
 least share read through the noisy U over many draws: the factor by which noise can lower
 the share. ``benchmarks/planted_guards.py`` prints it per noise share; docs/claims.md

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from geomlens.analyses.attention.schema import AttentionMetrics, InductionMetrics
 from geomlens.reporting import interactive as plots
 from geomlens.reporting.html import paper, plot, readings, table
 from geomlens.reporting.section import Section, pct
@@ -11,8 +10,7 @@ from geomlens.runs.runfolder import Run
 
 
 def attention_section(run: Run) -> str:
-    m, folder = run.metrics, run.path
-    att, ind = m.get("attention") or {}, m.get("induction") or {}
+    att, ind = AttentionMetrics.of(run.metrics), InductionMetrics.of(run.metrics)
     parts = [
         paper(
             "song",
@@ -21,56 +19,92 @@ def attention_section(run: Run) -> str:
             "basis; induction heads.",
         )
     ]
-    if "unsupported" in att:
-        parts.append(readings([f"Attention split not available: {att['unsupported']}"]))
-    elif att:
-        lines = []
-        for block in att["parts"]:
-            names = block["parts"]
-            means = [
-                sum(row[p] for row in block["share"]) / len(block["share"])
-                for p in range(len(names))
-            ]
-            best = max(range(len(names)), key=lambda p: means[p])
-            lines.append(
-                f"Block {block['layer']}: averaged over heads, {names[best]} has "
-                f"{pct(means[best])} of the summed variances of the parts (var(part) over the "
-                "sum of var(part) over parts, not a share of the logits' own variance, as the "
-                "parts covary); the parts rebuild the real logits to "
-                f"{block['max_rel_error']:.1e}."
-            )
-        parts.append(readings(lines))
-        parts.append(
-            plot(
-                plots.attention_parts(att["parts"]),
-                "plot-attention",
-                "Logit parts per head",
-                HOW["attention_parts"],
-            )
-        )
-        whole = ("whole_residual", "whole_baseline_residual", "whole_low_rank_in_basis")
-        qk_rows = [
-            [b["layer"], h["head"], h["residual"], h["baseline_residual"], h["share_in_basis"]]
-            + [h.get(key, "–") for key in whole]
-            for b in att.get("qk_basis", [])
-            for h in b["heads"]
-        ]
-        parts.append(
-            table(
-                ["block", "head", "low-rank+diag residual", "random residual", "share in basis"]
-                + ["whole W_QK residual", "random head", "low-rank part in basis"],
-                qk_rows,
-                "W_QK in the top positional directions, and the whole W_QK",
-                keys=["block", "head", "residual", "baseline_residual", "share_in_basis"]
-                + list(whole),
-            )
-        )
-    if ind and "unsupported" not in ind:
+    if att is not None and att.unsupported is not None:
+        parts.append(readings([f"Attention split not available: {att.unsupported}"]))
+    elif att is not None and att.parts is not None:
+        parts.extend(split_part(att))
+    if ind is not None and ind.unsupported is None:
         parts.append(induction_part(ind))
-    elif ind:
-        parts.append(readings([f"Induction heads: {ind['unsupported']}"]))
-    parts.append(SECTION.static_figures(folder, ("attention_", "qk_basis", "induction_")))
+    elif ind is not None:
+        parts.append(readings([f"Induction heads: {ind.unsupported}"]))
+    parts.append(SECTION.static_figures(run.path, ("attention_", "qk_basis", "induction_")))
     return "".join(parts)
+
+
+QK_KEYS = ["block", "head", "residual", "baseline_residual", "share_in_basis"] + [
+    "whole_residual",
+    "whole_baseline_residual",
+    "whole_low_rank_in_basis",
+]
+"""The columns of the W_QK table (the first is the block, the rest each head's fields)."""
+
+
+def split_part(att: AttentionMetrics) -> list[str]:
+    """The readings per block, the logit parts' plot and the W_QK table."""
+    lines = []
+    blocks = att.parts or []
+    for block in blocks:
+        names = block.parts
+        means = [
+            sum(row[p] or 0.0 for row in block.share) / len(block.share) for p in range(len(names))
+        ]
+        best = max(range(len(names)), key=lambda p: means[p])
+        lines.append(
+            f"Block {block.layer}: averaged over heads, {names[best]} has "
+            f"{pct(means[best])} of the summed variances of the parts (var(part) over the "
+            "sum of var(part) over parts, not a share of the logits' own variance, as the "
+            "parts covary); the parts rebuild the real logits to "
+            f"{block.max_rel_error:.1e}."
+        )
+    qk_rows = [
+        [b.layer, h.head, h.residual, h.baseline_residual, h.share_in_basis]
+        + ["–" if v is None else v for v in (h.whole_residual, h.whole_baseline_residual)]
+        + ["–" if h.whole_low_rank_in_basis is None else h.whole_low_rank_in_basis]
+        for b in att.qk_basis or []
+        for h in b.heads
+    ]
+    return [
+        readings(lines),
+        plot(
+            plots.attention_parts([(b.layer, b.parts, b.share) for b in blocks]),
+            "plot-attention",
+            "Logit parts per head",
+            HOW["attention_parts"],
+        ),
+        table(
+            ["block", "head", "low-rank+diag residual", "random residual", "share in basis"]
+            + ["whole W_QK residual", "random head", "low-rank part in basis"],
+            qk_rows,
+            "W_QK in the top positional directions, and the whole W_QK",
+            keys=QK_KEYS,
+        ),
+    ]
+
+
+def induction_part(ind: InductionMetrics) -> str:
+    """The induction reading and the table of the heads found and the top heads."""
+    found = ind.found or []
+    splits = ind.splits or []
+    named = ", ".join(f"block {layer} head {head}" for layer, head in found[:5])
+    line = (
+        f"{len(found)} head(s) score above {ind.threshold} on repeated random tokens "
+        f"(score: attention from the second copy of a token to the token after its first "
+        f"copy; {ind.batch} sequences of 2 x {ind.n} tokens)" + (f": {named}." if named else ".")
+    )
+    rows = [
+        [s.layer, s.head, s.score, s.same_token, s.neighbours_local, s.neighbours_earlier, s.other]
+        for s in splits
+    ]
+    return readings([line]) + (
+        table(
+            ["block", *INDUCTION_KEYS[1:]],
+            rows,
+            "Induction heads: where each chosen head attends (shares of its attention)",
+            keys=INDUCTION_KEYS,
+        )
+        if rows
+        else ""
+    )
 
 
 INDUCTION_KEYS = [
@@ -83,30 +117,6 @@ INDUCTION_KEYS = [
     "other",
 ]
 """The columns of the induction table (each head's attention split, from ``splits``)."""
-
-
-def induction_part(ind: dict[str, Any]) -> str:
-    """The induction reading and the table of the heads found and the top heads."""
-    found = ind.get("found") or []
-    splits = ind.get("splits") or []
-    named = ", ".join(f"block {layer} head {head}" for layer, head in found[:5])
-    line = (
-        f"{len(found)} head(s) score above {ind.get('threshold')} on repeated random tokens "
-        f"(score: attention from the second copy of a token to the token after its first "
-        f"copy; {ind.get('batch')} sequences of 2 x {ind.get('n')} tokens)"
-        + (f": {named}." if named else ".")
-    )
-    rows = [[split.get(k) for k in INDUCTION_KEYS] for split in splits]
-    return readings([line]) + (
-        table(
-            ["block", *INDUCTION_KEYS[1:]],
-            rows,
-            "Induction heads: where each chosen head attends (shares of its attention)",
-            keys=INDUCTION_KEYS,
-        )
-        if rows
-        else ""
-    )
 
 
 HOW = {

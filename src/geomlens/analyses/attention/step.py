@@ -15,7 +15,14 @@ from geomlens.analyses.attention import figures as attn_figs
 from geomlens.analyses.attention.induction import induction_heads
 from geomlens.analyses.attention.parts import attention_parts
 from geomlens.analyses.attention.qk_basis import qk_positional_basis
+from geomlens.analyses.attention.schema import (
+    AttentionMetrics,
+    InductionMetrics,
+    LogitParts,
+    QKBasis,
+)
 from geomlens.analyses.base import StageRequest
+from geomlens.analyses.common.applicable import not_applicable
 from geomlens.analyses.decomposition.schema import outlier_rule, skip_first_layers
 from geomlens.capturing.capture import CaptureConfig, capture_contexts
 from geomlens.capturing.hooks import hidden_states
@@ -42,7 +49,7 @@ def attention_in_basis(
     figures: list[tuple[Any, str]],
     basis_ranks: dict[int, int],
     progress: Callable[[int], object] | None = None,
-) -> dict[str, Any]:
+) -> AttentionMetrics:
     """Attention logits split into pos/ctx parts and W_QK in the positional basis.
 
     ``skip`` is the decomposition's primary view (position 0 left out or not);
@@ -52,15 +59,21 @@ def attention_in_basis(
 
     Appends its figures (with file names) to ``figures``.
     """
+    skipped = not_applicable(view, "the attention split and W_QK in the positional basis")
+    if skipped is not None:
+        return AttentionMetrics.from_dict(skipped)
     blocks = pick_layers([x for x in acc.layers if x < view.n_layers], ATTENTION_BLOCKS)
     if not blocks:  # only the last layer was captured: it is no block's input
-        return {"unsupported": not_measured_reason(acc.layers, view.n_layers)}
+        return AttentionMetrics(unsupported=not_measured_reason(acc.layers, view.n_layers))
     n_ctx = min(ATTENTION_CONTEXTS, windows.n_contexts)
     ids = torch.tensor(windows.input_ids[:n_ctx])
     hidden = hidden_states(view, ids, blocks)
     tick = progress or (lambda n: None)
     tick(1)
-    parts, parts_ctx, qk, splits = [], [], [], []
+    parts: list[LogitParts] = []
+    parts_ctx: list[LogitParts] = []
+    qk: list[QKBasis] = []
+    splits = []
     for block in blocks:
         stats = acc.finalize(block, skip_first=skip)
         try:
@@ -69,28 +82,24 @@ def attention_in_basis(
                 view, block, hidden[block], stats, contexts=range(n_ctx), context="ctx"
             )
         except GeomlensError as exc:
-            return {"unsupported": str(exc)}
+            return AttentionMetrics(unsupported=str(exc))
         # The W_QK basis always leaves position 0 out: with it, a massive activation at the
         # first token can make pos_rank95 = 1, and a 1-wide basis says nothing about W_QK.
         basis_stats = acc.finalize(block, skip_first=True)
         k = min(QK_BASIS_MAX, max(QK_BASIS_MIN, basis_ranks[block]))
         basis = qk_positional_basis(view, block, basis_stats, k)
-        parts.append(split.to_dict())
-        parts_ctx.append(variant.to_dict())
-        qk.append(basis.to_dict())
+        parts.append(LogitParts.from_dict(split.to_dict()))
+        parts_ctx.append(LogitParts.from_dict(variant.to_dict()))
+        qk.append(QKBasis.from_dict(basis.to_dict()))
         splits.append(split)
         if block == blocks[len(blocks) // 2]:  # heatmaps and W_QK for the middle block only
             figures.append((attn_figs.part_heatmaps(split), f"attention_heatmaps_block{block}.png"))
             figures.append((attn_figs.qk_matrix(basis), f"qk_basis_block{block}.png"))
         tick(1)
     figures.append((attn_figs.part_shares(splits), "attention_parts.png"))
-    return {
-        "n_contexts": n_ctx,
-        "blocks": blocks,
-        "parts": parts,
-        "parts_ctx": parts_ctx,
-        "qk_basis": qk,
-    }
+    return AttentionMetrics(
+        n_contexts=n_ctx, blocks=blocks, parts=parts, parts_ctx=parts_ctx, qk_basis=qk
+    )
 
 
 def not_measured_reason(layers: list[int], n_layers: int) -> str:
@@ -104,19 +113,24 @@ def not_measured_reason(layers: list[int], n_layers: int) -> str:
     )
 
 
-def induction(view: ModelView, seed: int, figures: list[tuple[Any, str]]) -> dict[str, Any]:
+def induction(view: ModelView, seed: int, figures: list[tuple[Any, str]]) -> InductionMetrics:
     """Induction heads on repeated random tokens (decoders; needs eager attention).
 
     Appends its figures (with file names) to ``figures``.
     """
     if view.kind == "encoder":
-        return {"unsupported": f"{view.name} is an encoder: induction needs a causal model"}
+        return InductionMetrics(
+            unsupported=f"{view.name} is an encoder: induction needs a causal model"
+        )
+    skipped = not_applicable(view, "the induction-head score")
+    if skipped is not None:
+        return InductionMetrics.from_dict(skipped)
     with eager_attention(view):
         result = induction_heads(view, seed=seed)
     figures.append((attn_figs.induction_scores(result), "induction_scores.png"))
     if result.splits:
         figures.append((attn_figs.induction_splits(result), "induction_splits.png"))
-    return result.to_dict()
+    return InductionMetrics.from_dict(result.to_dict())
 
 
 def check_basis_length(command: str, config: CaptureConfig) -> None:
@@ -157,10 +171,10 @@ class AttentionAnalysis:
             attention = attention_in_basis(
                 view, windows, acc, self.skip_first, figures, ranks, bar.update
             )
-        folder.merge_metrics("attention", attention)
+        folder.merge_metrics("attention", attention.to_dict())
         step("induction heads")
         with step_bar(step, 1, "pass") as bar:
-            folder.merge_metrics("induction", induction(view, self.seed, figures))
+            folder.merge_metrics("induction", induction(view, self.seed, figures).to_dict())
             bar.update(1)
         save_all([(fig, out / name) for fig, name in figures])
 

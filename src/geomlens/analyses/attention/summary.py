@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from geomlens.analyses.attention.schema import AttentionMetrics
 from geomlens.reporting import interactive
 
 if TYPE_CHECKING:
@@ -17,7 +18,8 @@ def attention_run_figures(folder: Path, metrics: dict[str, Any]) -> dict[str, go
     """Where the model's attention splits (``attention_parts``)."""
     import plotly.graph_objects as go
 
-    attention = metrics.get("attention") or {}
-    if not attention.get("parts"):
+    attention = AttentionMetrics.of(metrics)
+    if attention is None or not attention.parts:
         return {}
-    return {"attention_parts": go.Figure(interactive.attention_parts(attention["parts"]))}
+    blocks = [(b.layer, b.parts, b.share) for b in attention.parts]
+    return {"attention_parts": go.Figure(interactive.attention_parts(blocks))}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from geomlens.analyses.capture.schema import CaptureLayer, CaptureMetrics
 from geomlens.reporting import interactive
 from geomlens.runs.runfolder import Run
 
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
 Pairs = list[tuple[str, Any]]
 
 
-def _median_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def _median_row(rows: list[CaptureLayer]) -> CaptureLayer:
     return rows[len(rows) // 2]
 
 
@@ -28,12 +29,13 @@ def capture_lines(run: Run) -> list[str]:
 
 def capture_headline(metrics: dict[str, Any]) -> Pairs:
     """The capture's variance shares at the middle layer (a run without a decomposition)."""
-    if metrics.get("decomposition") or not metrics.get("capture"):
+    capture = CaptureMetrics.of(metrics)
+    if metrics.get("decomposition") or capture is None:
         return []
-    mid = _median_row(metrics["capture"]["layers"])
+    mid = _median_row(capture.layers)
     return [
-        (f"share_pos, layer {mid['layer']}", mid["share_pos"]),
-        (f"share_pos, layer {mid['layer']} (position 0 skipped)", mid["share_pos_skip_first"]),
+        (f"share_pos, layer {mid.layer}", mid.share_pos),
+        (f"share_pos, layer {mid.layer} (position 0 skipped)", mid.share_pos_skip_first),
     ]
 
 
@@ -41,23 +43,20 @@ def view_name(skip_first: bool) -> str:
     return "position 0 skipped" if skip_first else "all positions"
 
 
-def capture_figures(capture: dict[str, Any]) -> dict[str, go.Figure]:
+def capture_figures(capture: CaptureMetrics) -> dict[str, go.Figure]:
     """Variance shares per layer, both views of position 0, from the capture's numbers."""
     import plotly.graph_objects as go
 
     views = []
     for skip in (False, True):
-        suffix = "_skip_first" if skip else ""
-        rows = [
-            {"layer": r["layer"], **{k: r[k + suffix] for k in interactive.SHARE_COLOURS}}
-            for r in capture["layers"]
-        ]
+        rows = [{"layer": r.layer, **r.shares(skip)} for r in capture.layers]
         views.append((view_name(skip), rows))
     return {"shares": go.Figure(interactive.shares(views))}
 
 
 def capture_run_figures(folder: Path, metrics: dict[str, Any]) -> dict[str, go.Figure]:
     """The capture's shares (a run without a decomposition, which draws its own)."""
-    if "decomposition" in metrics or "capture" not in metrics:
+    capture = CaptureMetrics.of(metrics)
+    if "decomposition" in metrics or capture is None:
         return {}
-    return capture_figures(metrics["capture"])
+    return capture_figures(capture)

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from geomlens.papers.published import model_kind, singh_range
 from geomlens.reporting import guards
 from geomlens.reporting.claims import SINGH, SINGH_KINDS, Claim, judge, text
-from geomlens.reporting.published import model_kind, singh_range
 
 IDENTICAL_LOGLIK = 1e-3  # a pyramidal scheme this close to the baseline reproduces the input
 

@@ -4,16 +4,69 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from geomlens.analyses.concepts.step import ConceptsConfig, run_concepts
 from geomlens.analyses.concepts.tasks import Task, load_task
 from geomlens.analyses.result import Result, result_of
-from geomlens.config.options import finished, folder_for, parse_limit
+from geomlens.config.options import (
+    OPTIONS,
+    Dtype,
+    add_options,
+    command_option,
+    finished,
+    folder_for,
+    parse_limit,
+    read_options,
+)
 from geomlens.models.view import ModelView
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConceptsArguments:
+    """The options of ``geomlens concepts`` (the keyword arguments of ``geomlens.concepts``),
+    in the order of ``--help``: the one declaration its flags and the docs' table are made
+    from. Those it shares with the capture options keep their help."""
+
+    model: str | Path = command_option("smollm2-135m", help=OPTIONS["model"].help)
+    task: str | Path = command_option("timedial", help="task file, or a name in the data folder")
+    data_dir: str | Path | None = command_option(
+        None, help="where task names are looked up (default: $GEOMLENS_DATA)"
+    )
+    shots: int = command_option(0, int, metavar="K", help="solved examples per item")
+    limit: int | None = command_option(
+        50, parse_limit, metavar="N", help="first N items, or 'all' (50)"
+    )
+    schemes: Sequence[str] | None = command_option(
+        None,
+        flag="--scheme",
+        action="append",
+        metavar="S",
+        help="a preset (sanity, standard, sentences_E, examples_mid, similarity_dot, "
+        "similarity_mid) or key=value pairs; repeat for several (default: sanity, sentences_E, "
+        "examples_mid, similarity_dot)",
+    )
+    sweep: str | Path | None = command_option(
+        None, metavar="GRID", help="YAML or JSON grid of schemes"
+    )
+    seed: int = command_option(0, int, help="few-shot sampling and bootstrap seed")
+    device: str = command_option("cpu", help=OPTIONS["device"].help)
+    dtype: Dtype = command_option("float32", choices=get_args(Dtype))
+    batch_tokens: int = command_option(2048, int, help="padded tokens per forward")
+    feed: Literal["encoder", "decoder"] = command_option(
+        "encoder",
+        choices=("encoder", "decoder"),
+        help="encoder-decoders: test 1's vectors are the encoder's input (encoder, default) "
+        "or its output, through its final norm (decoder)",
+    )
+    progress: bool = command_option(True, flag="--quiet", help="no progress output")
+    trust_remote_code: bool = command_option(False, help=OPTIONS["trust_remote_code"].help)
+    out: str | Path | None = command_option(
+        None, help="run folder (default: runs/concepts-<model>)"
+    )
 
 
 def task_of(config: ConceptsConfig) -> Task:
@@ -69,49 +122,9 @@ HELP = "concept-space tests on a multiple-choice task (Singh 2023)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    p = parser
-    p.add_argument("--model", default="smollm2-135m", help="bundled name, folder, .gguf or HF id")
-    p.add_argument("--task", default="timedial", help="task file, or a name in the data folder")
-    p.add_argument(
-        "--data-dir", default=None, help="where task names are looked up (default: $GEOMLENS_DATA)"
-    )
-    p.add_argument("--shots", type=int, default=0, metavar="K", help="solved examples per item")
-    p.add_argument(
-        "--limit", type=parse_limit, default=50, metavar="N", help="first N items, or 'all' (50)"
-    )
-    p.add_argument(
-        "--scheme",
-        action="append",
-        default=None,
-        metavar="S",
-        help="a preset (sanity, standard, sentences_E, examples_mid, similarity_dot, "
-        "similarity_mid) or key=value pairs; repeat for several (default: sanity, sentences_E, "
-        "examples_mid, similarity_dot)",
-    )
-    p.add_argument("--sweep", default=None, metavar="GRID", help="YAML or JSON grid of schemes")
-    p.add_argument("--seed", type=int, default=0, help="few-shot sampling and bootstrap seed")
-    p.add_argument("--device", default="cpu", help="cpu or cuda")
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
-    p.add_argument("--batch-tokens", type=int, default=2048, help="padded tokens per forward")
-    p.add_argument(
-        "--feed",
-        default="encoder",
-        choices=["encoder", "decoder"],
-        help="encoder-decoders: test 1's vectors are the encoder's input (encoder, default) "
-        "or its output, through its final norm (decoder)",
-    )
-    p.add_argument("--quiet", action="store_true", help="no progress output")
-    p.add_argument(
-        "--trust-remote-code",
-        action="store_true",
-        help="let a model folder run its own Python code (auto_map); off by default",
-    )
-    p.add_argument("--out", default=None, help="run folder (default: runs/concepts-<model>)")
+    """The options ``ConceptsArguments`` declares."""
+    add_options(parser, ConceptsArguments)
 
 
 def main(args: argparse.Namespace) -> int:
-    names = ["model", "task", "data_dir", "shots", "limit", "sweep", "seed", "device", "dtype"]
-    names += ["batch_tokens", "feed", "trust_remote_code", "out"]
-    arguments = {name: getattr(args, name) for name in names}
-    arguments.update(schemes=args.scheme, progress=not args.quiet)
-    return finished(run(ConceptsRunConfig.of(arguments)))
+    return finished(run(ConceptsRunConfig.of(read_options(args, ConceptsArguments))))

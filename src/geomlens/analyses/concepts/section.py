@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from geomlens.analyses.concepts.claims import best_scheme, sound_schemes
+from geomlens.analyses.concepts.schema import ConceptsMetrics
 from geomlens.reporting import interactive as plots
 from geomlens.reporting.html import number, paper, plot, readings, table
 from geomlens.reporting.section import Section
@@ -10,35 +11,33 @@ from geomlens.runs.runfolder import Run
 
 
 def concepts_section(run: Run) -> str:
-    c, folder = run.metrics.get("concepts"), run.path
-    if not c:
+    c, folder = ConceptsMetrics.of(run.metrics), run.path
+    if c is None:
         return readings(["Not computed in this run."])
-    if "unsupported" in c:
-        return readings([f"Not computed: {c['unsupported']}"])
-    base, headline = c["baseline"], c.get("headline", "normalised_vs_acc")
+    if c.unsupported is not None:
+        return readings([f"Not computed: {c.unsupported}"])
+    if c.baseline is None or c.task is None:
+        return readings(["Not computed in this run."])
+    base, headline = c.baseline, c.headline_key
     lines = [
-        f"Baseline on {base['n']} items of {c['task']['name']} ({c['shots']}-shot): acc "
-        f"{base['acc']:.3f}, acc_norm {base['acc_norm']:.3f}, acc_bytes {base['acc_bytes']:.3f} "
-        f"(chance {base['chance']:.3f}).",
+        f"Baseline on {base.n} items of {c.task.name} ({c.shots}-shot): acc "
+        f"{base.acc:.3f}, acc_norm {base.acc_norm:.3f}, acc_bytes {base.acc_bytes:.3f} "
+        f"(chance {base.chance:.3f}).",
         f"Scores are normalised by the baseline's acc (summed log-likelihood): {headline}.",
     ]
-    ranking = c.get("ranking") or []
-    schemes = c.get("schemes") or {}
-    if name := best_scheme(c):  # the one the claims name: no input echo, nothing degenerate
-        best = schemes[name]
+    raw = run.metrics["concepts"]  # the claims' helpers read the block as stored
+    if name := best_scheme(raw):  # the one the claims name: no input echo, nothing degenerate
+        best = (c.schemes or {})[name]
         lines.append(
-            f"The best scheme, {name}, reaches {number(best.get(headline))} of the "
-            f"baseline (accuracy {best['acc']:.3f})."
+            f"The best scheme, {name}, reaches {number(best.value(headline))} of the "
+            f"baseline (accuracy {best.acc:.3f})."
         )
-    _, left_out = sound_schemes(c)  # shown, but never read as the finding
+    _, left_out = sound_schemes(raw)  # shown, but never read as the finding
     rows = []
-    for name in ranking:
-        s = schemes[name]
-        low, high = s.get(f"{headline}_ci") or (None, None)
+    for name, s in c.ranked():
+        low, high = s.interval(headline)
         note = f"not a candidate: {left_out[name]}" if name in left_out else ""
-        rows.append(
-            [name, s["acc"], s.get(headline), low, high, s.get("normalised_vs_acc_norm"), note]
-        )
+        rows.append([name, s.acc, s.value(headline), low, high, s.normalised_vs_acc_norm, note])
     parts = [
         paper(
             "singh",

@@ -14,7 +14,7 @@ import shutil
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ from geomlens.analyses.concepts.baseline import (
     prepare,
 )
 from geomlens.analyses.concepts.reuse import Reuse
+from geomlens.analyses.concepts.schema import Baseline, ConceptsMetrics, SchemeResult, TaskRecord
 from geomlens.analyses.concepts.schemes import DEFAULT_SCHEMES, LayerRef, Scheme, parse_scheme
 from geomlens.analyses.concepts.scores import accuracy_ci, rnd
 from geomlens.analyses.concepts.sweep import (
@@ -420,21 +421,23 @@ def metrics_section(
 ) -> dict[str, Any]:
     """The "concepts" section of metrics.json (``model_kind`` and ``feed`` only for
     encoder-decoders, so that decoder-only metrics keep their former bytes)."""
-    section: dict[str, Any] = {
-        "task": {"name": task.name, "format": task.format, "fingerprint": task.fingerprint},
-        "shots": config.shots,
-        "seed": config.seed,
-        "baseline": base,
-        "headline": HEADLINE,
-        "headline_means": "scheme accuracy / baseline acc (summed log-likelihood)",
-        "acc_norm_means": "log-likelihood per character of the choice (lm-eval acc_norm)",
-        "acc_bytes_means": "log-likelihood per UTF-8 byte of the choice (lm-eval acc_bytes)",
-        "schemes": {r["label"]: {"key": r["key"], **r["summary"]} for r in order},
-        "ranking": [r["label"] for r in order],
-    }
+    section = ConceptsMetrics(
+        task=TaskRecord(name=task.name, format=task.format, fingerprint=task.fingerprint),
+        shots=config.shots,
+        seed=config.seed,
+        baseline=Baseline.from_dict(base),
+        headline=HEADLINE,
+        headline_means="scheme accuracy / baseline acc (summed log-likelihood)",
+        acc_norm_means="log-likelihood per character of the choice (lm-eval acc_norm)",
+        acc_bytes_means="log-likelihood per UTF-8 byte of the choice (lm-eval acc_bytes)",
+        schemes={
+            r["label"]: SchemeResult.from_dict({"key": r["key"], **r["summary"]}) for r in order
+        },
+        ranking=[r["label"] for r in order],
+    )
     if view.is_seq2seq:
-        section.update(model_kind="encoder-decoder", feed=config.feed)
-    return section
+        section = replace(section, model_kind="encoder-decoder", feed=config.feed)
+    return section.to_dict()
 
 
 def _figure(
@@ -527,7 +530,8 @@ class ConceptsStage:
             (folder.path / "figures").mkdir(exist_ok=True)
             with replacing(folder.path / "figures" / figure.name) as tmp:
                 shutil.copyfile(figure, tmp)
-        folder.merge_metrics("concepts", run.metrics["concepts"])
+        block = ConceptsMetrics.of(run.metrics)
+        folder.merge_metrics("concepts", None if block is None else block.to_dict())
 
 
 def concepts_stage(request: StageRequest, step: Step) -> ConceptsStage:

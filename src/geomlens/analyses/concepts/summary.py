@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from geomlens.analyses.concepts import step as concepts_stage
+from geomlens.analyses.concepts.schema import ConceptsMetrics
 from geomlens.reporting import interactive
 from geomlens.runs.runfolder import Run
 
@@ -25,39 +26,46 @@ def concepts_lines(run: Run) -> list[str]:
 
 def concepts_headline(metrics: dict[str, Any]) -> Pairs:
     """The baseline's accuracies and the best scheme's headline ratio."""
-    concepts = metrics.get("concepts") or {}
-    if not concepts.get("baseline"):
+    concepts = ConceptsMetrics.of(metrics)
+    if concepts is None or not concepts.baseline:
         return []
-    base = concepts["baseline"]
-    found: Pairs = [(f"baseline {k}", base[k]) for k in ("acc", "acc_norm", "acc_bytes")]
-    if concepts.get("ranking"):
-        best = concepts["ranking"][0]
-        key = concepts.get("headline", "normalised_vs_acc")
-        found.append((f"best scheme ({best}), {key}", concepts["schemes"][best].get(key)))
+    base = concepts.baseline
+    found: Pairs = [
+        ("baseline acc", base.acc),
+        ("baseline acc_norm", base.acc_norm),
+        ("baseline acc_bytes", base.acc_bytes),
+    ]
+    if ranked := concepts.ranked():
+        best, scores = ranked[0]
+        key = concepts.headline_key
+        found.append((f"best scheme ({best}), {key}", scores.value(key)))
     return found
 
 
-def concepts_figures(concepts: dict[str, Any]) -> dict[str, go.Figure]:
+def concepts_figures(concepts: ConceptsMetrics) -> dict[str, go.Figure]:
     """Each scheme's accuracy over the baseline's, best first, with 95% intervals."""
     import plotly.graph_objects as go
 
-    headline = concepts.get("headline", "normalised_vs_acc")
-    ranking, schemes = concepts.get("ranking") or [], concepts.get("schemes") or {}
-    if not ranking:
+    headline, ranked = concepts.headline_key, concepts.ranked()
+    if not ranked:
         return {}
-    values = [schemes[name].get(headline) for name in ranking]
+    values = [scores.value(headline) for _, scores in ranked]
     errors = []
-    for name in ranking:
-        low, high = schemes[name].get(f"{headline}_ci") or (None, None)
+    for _, scores in ranked:
+        low, high = scores.interval(headline)
         errors.append((low or 0.0, high or 0.0))
     bars = interactive.bars(
-        ranking, values, "Accuracy over the baseline's", "normalised accuracy", errors=errors
+        [name for name, _ in ranked],
+        values,
+        "Accuracy over the baseline's",
+        "normalised accuracy",
+        errors=errors,
     )
     return {"schemes": go.Figure(bars)}
 
 
 def concepts_run_figures(folder: Path, metrics: dict[str, Any]) -> dict[str, go.Figure]:
-    concepts = metrics.get("concepts") or {}
-    if not concepts or "unsupported" in concepts:
+    concepts = ConceptsMetrics.of(metrics)
+    if concepts is None or concepts.unsupported is not None:
         return {}
     return concepts_figures(concepts)

@@ -21,14 +21,13 @@ import numpy as np
 from geomlens.analyses.concepts.baseline import BATCH_TOKENS, ChoiceScores, Prepared
 from geomlens.analyses.concepts.pyramidal import pyramidal_scores
 from geomlens.analyses.concepts.reuse import Reuse
+from geomlens.analyses.concepts.schema import HEADLINE
 from geomlens.analyses.concepts.schemes import LayerRef, Scheme, resolve_layer, scheme_from_dict
 from geomlens.analyses.concepts.scores import rnd, summary
 from geomlens.analyses.concepts.similarity import similarity_scores
 from geomlens.errors import GeomlensError, within_limit
 from geomlens.models.view import ModelView
 from geomlens.runs.runfolder import write_json
-
-HEADLINE = "normalised_vs_acc"
 
 
 class Bar(Protocol):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from geomlens.analyses.decomposition.position_noise import contexts_needed
+from geomlens.analyses.decomposition.position_noise import PLANTED_SHARE_MAX, contexts_needed
 from geomlens.analyses.decomposition.schema import (
     PositionView,
     interval_note,
@@ -15,9 +15,9 @@ from geomlens.analyses.decomposition.schema import (
     skip_first_intervals,
     skip_first_layers,
 )
+from geomlens.papers.published import published_median, published_text
 from geomlens.reporting import guards
 from geomlens.reporting.claims import SONG, SONG_SCOPE, Claim, judge, text
-from geomlens.reporting.published import published_median, published_text
 
 RANK_FLOOR = 1 / (4 * 20)
 """The largest noise floor (over the noise-free energy) at which the rank count decides:
@@ -30,9 +30,6 @@ COHERENCE_FACTOR = 2.0
 """The largest mutual coherence, as a multiple of that of isotropic random vectors of the
 same count and dimension, still called incoherent."""
 
-PLANTED_SHARE_MAX = 0.65
-"""The largest noise share the planted calibration covers (``analyses.decomposition.planted``,
-docs/claims.md)."""
 
 LOW_RANK = 20
 """The rank a low-rank positional part stays within: the ScreeNOT bound of Song & Zhong's

@@ -13,7 +13,13 @@ from geomlens.analyses import registry
 from geomlens.analyses.base import StageRequest
 from geomlens.analyses.result import Result, run_result
 from geomlens.capturing.capture import CaptureConfig
-from geomlens.config.options import add_capture_options, capture_options, finished
+from geomlens.config.options import (
+    add_capture_options,
+    add_options,
+    command_option,
+    command_options,
+    finished,
+)
 from geomlens.config.run import CaptureRunConfig
 from geomlens.io.progress import StepLines
 from geomlens.models.view import ModelView
@@ -44,7 +50,9 @@ class DecomposeConfig(CaptureRunConfig):
         skip_first: the primary view leaves position 0 out (both views are computed).
     """
 
-    skip_first: bool = False
+    skip_first: bool = command_option(
+        False, help="leave position 0 out of every number (both views are computed and kept)"
+    )
 
     command: ClassVar[str] = "decompose"
 
@@ -58,13 +66,10 @@ HELP = "position/context decomposition of the hidden states"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The capture options, then the decomposition's own (``DecomposeConfig``'s)."""
     add_capture_options(parser)
-    parser.add_argument(
-        "--skip-first",
-        action="store_true",
-        help="leave position 0 out of every number (both views are computed and kept)",
-    )
+    add_options(parser, DecomposeConfig)
 
 
 def main(args: argparse.Namespace) -> int:
-    return finished(run(DecomposeConfig.of(capture_options(args, "skip_first"))))
+    return finished(run(DecomposeConfig.of(command_options(args, DecomposeConfig))))

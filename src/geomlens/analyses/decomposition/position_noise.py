@@ -56,6 +56,11 @@ Array = npt.NDArray[np.float64]
 NOISE_TARGET = 0.1
 """The noise share a claim needs to be decided (``contexts_needed``)."""
 
+PLANTED_SHARE_MAX = 0.65
+"""The largest noise share the planted calibration of the claims' guards covers
+(``analyses.decomposition.planted``, docs/claims.md): no guard resting on it decides
+beyond it."""
+
 FLIPS = 20
 """Balanced sign flips of the groups drawn for the eigenvalue noise floor."""
 

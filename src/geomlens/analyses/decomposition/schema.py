@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from geomlens.analyses.decomposition.position_noise import contexts_needed
+from geomlens.papers.published import comparison, published_for
 from geomlens.reporting import guards
 from geomlens.reporting.claims import NO_INTERVAL, text
 from geomlens.reporting.guards import Guard
-from geomlens.reporting.published import comparison, published_for
 
 
 def skip_first_layers(metrics: dict[str, Any]) -> list[dict[str, Any]]:

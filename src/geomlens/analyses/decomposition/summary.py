@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from geomlens.analyses.decomposition.claims import COHERENCE_FACTOR, PLANTED_SHARE_MAX
-from geomlens.analyses.decomposition.position_noise import NOISE_TARGET
+from geomlens.analyses.decomposition.claims import COHERENCE_FACTOR
+from geomlens.analyses.decomposition.position_noise import NOISE_TARGET, PLANTED_SHARE_MAX
 from geomlens.analyses.decomposition.schema import (
     PositionView,
     median_interval,
@@ -124,7 +124,7 @@ NOISE_LEVELS = (
 )
 """The levels the noise share is read against: the share a claim on the positional
 estimate needs (``position_noise.NOISE_TARGET``), and the largest share the planted
-calibration of the low-frequency interval covers (``claims.PLANTED_SHARE_MAX``)."""
+calibration of the low-frequency interval covers (``position_noise.PLANTED_SHARE_MAX``)."""
 
 INCOHERENCE_RATIO = "incoherence ratio"
 """The page's name of coherence_max_corrected / coherence_random_max."""

@@ -22,7 +22,14 @@ from geomlens.analyses.sphere.step import (
     load_nouns,
 )
 from geomlens.capturing.capture import CaptureConfig
-from geomlens.config.options import add_capture_options, capture_options, finished, parse_layers
+from geomlens.config.options import (
+    add_capture_options,
+    add_options,
+    command_option,
+    command_options,
+    finished,
+    parse_layers,
+)
 from geomlens.config.run import CaptureRunConfig
 from geomlens.io.progress import StepLines
 from geomlens.models.facts import check_before_loading
@@ -96,9 +103,15 @@ class SphereConfig(CaptureRunConfig):
             last).
     """
 
-    nouns: str | Path | None = None
-    prompt: str | None = None
-    probe_layers: Sequence[int] | None = None
+    nouns: str | Path | None = command_option(
+        None, metavar="FILE", help="probe nouns, one per line"
+    )
+    prompt: str | None = command_option(None, metavar="TEXT", help="prompt of the logit lens")
+    probe_layers: Sequence[int] | None = command_option(
+        None,
+        parse_layers,
+        help="blocks whose heads and FFN rows are probed (default: first, middle, last)",
+    )
 
     command: ClassVar[str] = "sphere"
 
@@ -119,17 +132,10 @@ HELP = "layer norm and the hypersphere (Molina 2023)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The capture options, then the sphere's own (``SphereConfig``'s)."""
     add_capture_options(parser)
-    parser.add_argument("--nouns", default=None, metavar="FILE", help="probe nouns, one per line")
-    parser.add_argument("--prompt", default=None, metavar="TEXT", help="prompt of the logit lens")
-    parser.add_argument(
-        "--probe-layers",
-        type=parse_layers,
-        default=None,
-        help="blocks whose heads and FFN rows are probed (default: first, middle, last)",
-    )
+    add_options(parser, SphereConfig)
 
 
 def main(args: argparse.Namespace) -> int:
-    arguments = capture_options(args, "nouns", "prompt", "probe_layers")
-    return finished(run(SphereConfig.of(arguments)))
+    return finished(run(SphereConfig.of(command_options(args, SphereConfig))))

@@ -368,6 +368,8 @@ def embedding_norm_for(view: ModelView) -> tuple[str, NormView]:
     """The first norm token embeddings meet: the embedding norm, else block 0's input norm."""
     if view.embedding_norm is not None:
         return "embedding_norm", view.embedding_norm
+    if view.blocks[0].norm_attn.kind == "identity" and view.blocks[0].mixing is not None:
+        return readout_norm(view)  # the hidden-state tier knows the readout's norm only
     return "blocks.0.norm_attn", view.blocks[0].norm_attn
 
 
@@ -409,7 +411,7 @@ def orientation(view: ModelView, stats: Sequence[NormStats]) -> Orientation:
     rows, cosines = [], {}
     seen = set()
     for name, norm in (embedding_norm_for(view), readout_norm(view)):
-        if name in seen:
+        if name in seen or norm.kind == "identity":  # a norm the view does not know
             continue
         seen.add(name)
         cos = embedding_cosines(view.W_E, norm, view.embedding_scale)

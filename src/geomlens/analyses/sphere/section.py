@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from geomlens.analyses.common.readout import untrained_readout
+from geomlens.analyses.sphere.schema import Ffn, HeadProbe, SphereMetrics
 from geomlens.reporting.html import number, paper, readings, table
 from geomlens.reporting.section import Section
 from geomlens.runs.runfolder import Run
@@ -21,7 +21,7 @@ NORM_READING = {
 """What each norm kind does to a vector before its gain, in words."""
 
 
-def token_rank_reading(ranks: dict[str, Any]) -> str:
+def token_rank_reading(ranks: dict[str, float | None]) -> str:
     """The gamma/beta reading of the top tokens, or why there is nothing to compare."""
     affine, plain = ranks.get("affine"), ranks.get("plain")
     if affine is None or plain is None:
@@ -38,14 +38,14 @@ def token_rank_reading(ranks: dict[str, Any]) -> str:
     )
 
 
-def ffn_part(folder: Path, ffn: dict[str, Any] | None) -> str:
+def ffn_part(folder: Path, ffn: Ffn | None) -> str:
     """The FFN sub-updates: each probed layer's strongest value rows and the tokens they
     promote, and the rows that push the prompt's prediction most."""
-    if not ffn:
+    if ffn is None:
         return ""
-    strongest = ffn.get("strongest") or {}
+    strongest = ffn.strongest or {}
     rows = [
-        [layer, r.get("row"), r.get("norm"), ", ".join(map(str, r.get("promoted") or []))]
+        [layer, r.row, r.norm, ", ".join(map(str, r.promoted or []))]
         for layer, found in sorted(strongest.items(), key=lambda kv: int(kv[0]))
         for r in found
     ]
@@ -56,51 +56,49 @@ def ffn_part(folder: Path, ffn: dict[str, Any] | None) -> str:
             "FFN sub-updates: the value rows of largest norm and the tokens they raise most",
         )
     ]
-    prompt = ffn.get("prompt") or {}
-    top = prompt.get("top") or []
-    if top:
+    prompt = ffn.prompt
+    top = [] if prompt is None else prompt.top
+    if prompt is not None and top:
         parts.append(
             table(
                 ["layer", "FFN row", "activation", "push on the target", "tokens it promotes"],
                 [
                     [
-                        r.get("layer"),
-                        r.get("row"),
-                        r.get("coef"),
-                        r.get("contribution"),
-                        ", ".join(map(str, r.get("promoted") or [])),
+                        r.layer,
+                        r.row,
+                        r.coef,
+                        r.contribution,
+                        ", ".join(map(str, r.promoted or [])),
                     ]
                     for r in top[:10]
                 ],
-                f"The sub-updates that push the prompt's prediction {prompt.get('target')!r} "
-                f"most ({prompt.get('attribution', '')})",
+                f"The sub-updates that push the prompt's prediction {prompt.target!r} "
+                f"most ({prompt.attribution or ''})",
             )
         )
     return "".join(parts)
 
 
-def head_probe_part(folder: Path, heads: dict[str, Any] | None, per_head: int = 3) -> str:
+def head_probe_part(folder: Path, heads: HeadProbe | None, per_head: int = 3) -> str:
     """The heads probed with common nouns: for the heads that match a noun to itself most
     often, a few nouns with their nearest keys (among the nouns and the vocabulary) and the
     tokens W_VO writes for them."""
     path = folder / "sphere_heads.json"
-    if not heads or not path.exists():
+    if heads is None or not path.exists():
         return ""
     probes = json.loads(path.read_text(encoding="utf-8"))
-    ranked = sorted(heads.get("heads") or [], key=lambda h: -(h.get("self_fraction") or 0.0))
+    ranked = sorted(heads.heads, key=lambda h: -(h.self_fraction or 0.0))
     rows = []
     for h in ranked[:4]:
         found = [
-            x
-            for x in (probes.get("layers") or {}).get(str(h["layer"]), [])
-            if x["head"] == h["head"]
+            x for x in (probes.get("layers") or {}).get(str(h.layer), []) if x["head"] == h.head
         ]
         for probe in (found[0]["probes"] if found else [])[:per_head]:
             rows.append(
                 [
-                    h["layer"],
-                    h["head"],
-                    h.get("self_fraction"),
+                    h.layer,
+                    h.head,
+                    h.self_fraction,
                     probe["noun"],
                     ", ".join(probe.get("keys_nouns") or []),
                     ", ".join(probe.get("keys_vocab") or []),
@@ -127,29 +125,29 @@ def head_probe_part(folder: Path, heads: dict[str, Any] | None, per_head: int = 
 
 
 def sphere_section(run: Run) -> str:
-    s, folder = run.metrics.get("sphere"), run.path
-    if not s:
+    s, folder = SphereMetrics.of(run.metrics), run.path
+    if s is None:
         return readings(["Not computed in this run."])
-    identity, ranks = s["identity"], s["top_tokens"]["mean_freq_rank"]
-    traj = s["trajectory"]
-    kind = s.get("norm_kind", "layernorm")
+    identity, ranks = s.identity, s.top_tokens.mean_freq_rank
+    traj = s.trajectory
+    kind = s.norm_kind or "layernorm"
     does = NORM_READING.get(kind, f"{kind}")
     lines = [
         f"Every norm of this model is {does}, up to a relative error of "
-        f"{identity['max_rel_err']:.1e} against that construction.",
+        f"{identity.max_rel_err:.1e} against that construction.",
         token_rank_reading(ranks),
-        f"The prompt {s['prompt']!r} is read as {traj['prediction']!r} at the last layer.",
+        f"The prompt {s.prompt!r} is read as {traj.prediction!r} at the last layer.",
     ]
-    top = s["top_tokens"]
+    top = s.top_tokens
     token_rows = [
         [i + 1, a, b, c]
         for i, (a, b, c) in enumerate(
-            zip(top["norm"]["top"], top["plain"]["top"], top["affine"]["top"], strict=False)
+            zip(top.norm.top, top.plain.top, top.affine.top, strict=False)
         )
     ]
     lens_rows = [
         [layer, " | ".join(map(str, t5[-1] if t5 and isinstance(t5[0], list) else t5))]
-        for layer, t5 in zip(traj["layers"], traj["top5"], strict=False)
+        for layer, t5 in zip(traj.layers, traj.top5, strict=False)
     ]
     return "".join(
         [
@@ -166,8 +164,8 @@ def sphere_section(run: Run) -> str:
                 "Top tokens",
             ),
             table(["layer", "top-5 tokens of the last position"], lens_rows, "Logit lens"),
-            head_probe_part(folder, s.get("heads")),
-            ffn_part(folder, s.get("ffn")),
+            head_probe_part(folder, s.heads),
+            ffn_part(folder, s.ffn),
             SECTION.saved_plot(folder, "sphere_trajectory", "plot-trajectory"),
             SECTION.static_figures(folder, ("sphere_",)),
         ]

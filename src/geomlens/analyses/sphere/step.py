@@ -23,10 +23,19 @@ import numpy as np
 import torch
 
 from geomlens.analyses.base import StageRequest
+from geomlens.analyses.common.applicable import modelled, not_applicable
 from geomlens.analyses.sphere import compute as sph
 from geomlens.analyses.sphere import ffn as ffn_analysis
 from geomlens.analyses.sphere import figures as figs
 from geomlens.analyses.sphere import head_probe, lens
+from geomlens.analyses.sphere.schema import (
+    Ffn,
+    HeadProbe,
+    Identity,
+    SphereMetrics,
+    TopTokens,
+    Trajectory,
+)
 from geomlens.analyses.sphere.word_frequency import english_zipf
 from geomlens.capturing.capture import CaptureConfig
 from geomlens.capturing.hooks import hidden_states, recording_inputs
@@ -168,7 +177,7 @@ def lens_and_ffn(
             view,
             layers,
             tokens=tokens,
-            prompt_inputs=mlp_inputs(view, pid),
+            prompt_inputs=None if view.not_modelled() else mlp_inputs(view, pid),
             target_id=traj.prediction_id,
             h_last=hidden[view.n_layers][-1],
             progress=bar.update,
@@ -210,6 +219,8 @@ class SphereAnalysis:
 
         step("head probe")
         layers = probe_layers if probe_layers is not None else head_probe.default_probe_layers(view)
+        skipped = not_applicable(view, "the head probe and the FFN sub-updates")
+        layers = modelled(view, layers)  # the hidden-state tier reads no head or MLP weights
         kept, noun_ids = head_probe.single_token_ids(view.tokenizer, nouns)
         with step_bar(step, len(layers), "layer") as bar:
             probe = head_probe.probe_heads(
@@ -232,22 +243,21 @@ class SphereAnalysis:
         umap = None if map3 is None else umap_record(map3, config.seed)
 
         step("figures")
-        folder.merge_metrics(
-            "sphere",
-            {
-                "readout": lens.readout_description(view),
-                "placement": view.blocks[0].placement,
-                "layout": view.blocks[0].layout,
-                "norm_kind": view.blocks[0].norm_attn.kind,
-                "identity": identity.to_dict(),
-                "orientation": orient.to_dict(),
-                "top_tokens": top.to_dict(),
-                "heads": probe.to_dict(),
-                "ffn": ffn.to_dict(),
-                "trajectory": {**traj.to_dict(), "umap": umap},
-                "prompt": prompt,
-            },
+        block = SphereMetrics(
+            readout=lens.readout_description(view),
+            placement=view.blocks[0].placement,
+            layout=view.blocks[0].layout,
+            norm_kind=view.blocks[0].norm_attn.kind,
+            identity=Identity.from_dict(identity.to_dict()),
+            orientation=orient.to_dict(),
+            top_tokens=TopTokens.from_dict(top.to_dict()),
+            heads=HeadProbe.from_dict(probe.to_dict()),
+            ffn=Ffn.from_dict(ffn.to_dict()),
+            trajectory=Trajectory.from_dict({**traj.to_dict(), "umap": umap}),
+            prompt=prompt,
         )
+        extra = {} if skipped is None else {"not_applicable": skipped}
+        folder.merge_metrics("sphere", block.to_dict() | extra)
         write_json(folder.path / "sphere_heads.json", probe.tables_dict())
         write_json(folder.path / "sphere_ffn.json", ffn.tables_dict())
         if map3 is not None:

@@ -23,7 +23,13 @@ from geomlens.analyses.walk.step import (
     read_text_file,
 )
 from geomlens.capturing.capture import CaptureConfig
-from geomlens.config.options import add_capture_options, capture_options, finished
+from geomlens.config.options import (
+    add_capture_options,
+    add_options,
+    command_option,
+    command_options,
+    finished,
+)
 from geomlens.config.run import CaptureRunConfig
 from geomlens.errors import GeomlensError
 from geomlens.io.progress import StepLines
@@ -125,9 +131,13 @@ class WalkConfig(CaptureRunConfig):
         generate: tokens generated in the decoding walks (0: none).
     """
 
-    text: str | None = None
-    text_file: str | Path | None = None
-    generate: int = 0
+    text: str | None = command_option(
+        None, group="source", help="the text walked (default: a few-shot prompt)"
+    )
+    text_file: str | Path | None = command_option(
+        None, group="source", metavar="F", help="read the text from F"
+    )
+    generate: int = command_option(0, int, metavar="N", help="decoding walks of N tokens")
 
     command: ClassVar[str] = "walk"
 
@@ -143,14 +153,10 @@ HELP = "movement through embedding space (Singh 2023)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The capture options, then the walk's own (``WalkConfig``'s)."""
     add_capture_options(parser)
-    source = parser.add_mutually_exclusive_group()
-    source.add_argument("--text", default=None, help="the text walked (default: a few-shot prompt)")
-    source.add_argument("--text-file", default=None, metavar="F", help="read the text from F")
-    parser.add_argument(
-        "--generate", type=int, default=0, metavar="N", help="decoding walks of N tokens"
-    )
+    add_options(parser, WalkConfig)
 
 
 def main(args: argparse.Namespace) -> int:
-    return finished(run(WalkConfig.of(capture_options(args, "text", "text_file", "generate"))))
+    return finished(run(WalkConfig.of(command_options(args, WalkConfig))))

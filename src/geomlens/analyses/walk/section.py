@@ -7,43 +7,48 @@ from pathlib import Path
 from typing import Any
 
 from geomlens.analyses.common.readout import untrained_readout
+from geomlens.analyses.walk.schema import DecoderStack, Encoding, Kernels, WalkMetrics
 from geomlens.reporting import interactive as plots
 from geomlens.reporting.html import paper, plot, readings, table
 from geomlens.reporting.section import Section, pct
 from geomlens.runs.runfolder import Run
 
 
-def leave_reading(enc: dict[str, Any]) -> str:
+def leave_reading(enc: Encoding) -> str:
     """How many positions see their own token leave its neighbourhood (an encoding walk)."""
-    cos = enc["cos"]
-    ci = cos.get("frac_never_leave_ci")  # runs before the block bootstrap have none
+    cos = enc.cos
+    ci = cos.frac_never_leave_ci  # runs before the block bootstrap have none
     shown = "" if not ci else f" (95% interval {pct(1 - ci['high'])}-{pct(1 - ci['low'])})"
     return (
-        f"{pct(1 - cos['frac_never_leave'])}{shown} of positions see their own token leave "
-        f"the top-{enc['k']} nearest tokens (cosine), at median layer "
-        f"{cos['leave_layer_median']}."
+        f"{pct(1 - cos.frac_never_leave)}{shown} of positions see their own token leave "
+        f"the top-{enc.k} nearest tokens (cosine), at median layer "
+        f"{cos.leave_layer_median}."
     )
 
 
 def walk_section(run: Run) -> str:
-    w, folder = run.metrics.get("walk"), run.path
-    if not w:
+    w, folder = WalkMetrics.of(run.metrics), run.path
+    if w is None:
         return readings(["Not computed in this run."])
-    enc, kern, ref = w["encoding"], w["kernels"], w["refactor"]
-    lines = [
-        f"Along the layers, {leave_reading(enc)}",
-        f"{pct(kern['negative_self_bias_fraction'])} of heads attend less to their own position "
-        f"than to others (negative self-bias; {kern['windows_used']} windows).",
-        "Per-head outputs O = sum_h A_h X W_vo,h rebuild the attention output to "
-        f"{ref['max_rel_err']:.1e}.",
-    ]
-    if w.get("decoder"):
-        lines += decoder_readings(w["decoder"], kern)
-    for mode, d in (w.get("decoding") or (w.get("decoder") or {}).get("decoding") or {}).items():
-        lines.append(f"Decoding walk ({mode}): {d.get('text', '')!r}")
+    enc, kern, ref = w.encoding, w.kernels, w.refactor
+    lines = [f"Along the layers, {leave_reading(enc)}"]
+    if kern.not_applicable is not None or ref.max_rel_err is None:
+        why = (kern.not_applicable or {}).get("unsupported", "not applicable")
+        lines.append(f"Position kernels and the per-head refactoring: {why}.")
+    else:
+        lines += [
+            f"{pct(kern.negative_self_bias_fraction)} of heads attend less to their own "
+            f"position than to others (negative self-bias; {kern.windows_used} windows).",
+            "Per-head outputs O = sum_h A_h X W_vo,h rebuild the attention output to "
+            f"{ref.max_rel_err:.1e}.",
+        ]
+    if w.decoder:
+        lines += decoder_readings(w.decoder, kern)
+    for mode, d in w.decodings.items():
+        lines.append(f"Decoding walk ({mode}): {d.text!r}")
     sim_rows = [
-        [r["layer"], r["mean_cos"], r["mean_cos_adjacent"], r["section_contrast"], r["mean_norm"]]
-        for r in w["similarity"]["layers"]
+        [r.layer, r.mean_cos, r.mean_cos_adjacent, r.section_contrast, r.mean_norm]
+        for r in w.similarity.layers
     ]
     return "".join(
         [
@@ -95,21 +100,21 @@ def far_reading(name: str, numbers: dict[str, Any] | None) -> str | None:
     return f"{name} {pct(fraction)}"
 
 
-def decoder_readings(d: dict[str, Any], encoder_kernels: dict[str, Any]) -> list[str]:
+def decoder_readings(d: DecoderStack, encoder_kernels: Kernels) -> list[str]:
     """The walk's lines for an encoder-decoder's decoder stack and cross-attention."""
-    enc, own, cross = d["encoding"], d["kernels"], d["cross_attention"]
+    enc, own, cross = d.encoding, d.kernels, d.cross_attention
     lines = [
         f"Decoder stack (teacher-forced on the text): {leave_reading(enc)}",
-        f"Negative self-bias: decoder self-attention {pct(own['negative_self_bias_fraction'])} "
-        f"of heads, cross-attention {pct(cross['negative_self_bias_fraction'])} (offset "
+        f"Negative self-bias: decoder self-attention {pct(own.negative_self_bias_fraction)} "
+        f"of heads, cross-attention {pct(cross.negative_self_bias_fraction)} (offset "
         "i - j between decoder and encoder positions).",
     ]
     far = [
-        far_reading("encoder bias table", encoder_kernels.get("bias_table")),
-        far_reading("decoder bias table", own.get("bias_table")),
-        far_reading("measured encoder attention", encoder_kernels),
-        far_reading("measured decoder attention", own),
-        far_reading("cross-attention", cross),
+        far_reading("encoder bias table", encoder_kernels.bias_table),
+        far_reading("decoder bias table", own.bias_table),
+        far_reading("measured encoder attention", encoder_kernels.to_dict()),
+        far_reading("measured decoder attention", own.to_dict()),
+        far_reading("cross-attention", cross.to_dict()),
     ]
     shown = [x for x in far if x]
     if shown:

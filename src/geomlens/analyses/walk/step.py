@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ import torch
 
 from geomlens.analyses.attention.parts import self_scores
 from geomlens.analyses.base import StageRequest
+from geomlens.analyses.common.applicable import not_applicable
 from geomlens.analyses.walk import figures as figs
 from geomlens.analyses.walk.kernels import (
     EmpiricalKernel,
@@ -38,6 +39,16 @@ from geomlens.analyses.walk.kernels import (
     cross_scores,
 )
 from geomlens.analyses.walk.refactor import AttentionTap, RefactorResult, record_seq2seq_attention
+from geomlens.analyses.walk.schema import (
+    DecoderStack,
+    Decoding,
+    Encoding,
+    Kernels,
+    Refactor,
+    Similarity,
+    TextRecord,
+    WalkMetrics,
+)
 from geomlens.analyses.walk.similarity import (
     FINAL_NORM,
     decoder_inputs,
@@ -304,6 +315,12 @@ def _kernels(
 ) -> dict[str, Any]:
     """Position kernels of every attention and the refactoring check: side files, figures
     and the metrics ("kernels", "refactor"; an encoder-decoder's also "decoder_kernels")."""
+    skipped = not_applicable(view, "the position kernels and the per-head refactoring")
+    if skipped is not None:  # the hidden-state tier: no attention weights to read
+        return {
+            "kernels": {"negative_self_bias_fraction": None, "not_applicable": skipped},
+            "refactor": {"max_rel_err": None, "not_applicable": skipped},
+        }
     fig_dir = folder.path / "figures"
     n = max(1, min(kernel_windows, windows.n_contexts))
     tap = filled_tap(folder, "attention", AttentionTap(view, n))
@@ -433,26 +450,28 @@ class WalkAnalysis:
 
             step("position kernels and the refactoring check")
             kernels = _kernels(folder, view, windows, kernel_windows)
-            metrics: dict[str, Any] = {
-                "text": {
-                    "sha256": hashlib.sha256(text.encode()).hexdigest(),
-                    "n_tokens": int(len(ids)),
-                    "n_sections": None if sections is None else int(sections.max() + 1),
-                },
-                "layer_names": list(names),
-                "readout": "final norm, then W_U^T rows"
+            block = WalkMetrics(
+                text=TextRecord(
+                    sha256=hashlib.sha256(text.encode()).hexdigest(),
+                    n_tokens=int(len(ids)),
+                    n_sections=None if sections is None else int(sections.max() + 1),
+                ),
+                layer_names=list(names),
+                readout="final norm, then W_U^T rows"
                 if names[-1] == "final_norm"
                 else "hidden vector as is, then W_U^T rows",
-                "similarity": maps.to_dict(),
-                "encoding": enc.to_dict(),
-                "decoding": decoding,
-                "kernels": kernels["kernels"],
-                "refactor": kernels["refactor"],
-            }
+                similarity=Similarity.from_dict(maps.to_dict()),
+                encoding=Encoding.from_dict(enc.to_dict()),
+                decoding=read_decodings(decoding),
+                kernels=Kernels.from_dict(kernels["kernels"]),
+                refactor=Refactor.from_dict(kernels["refactor"]),
+            )
             if decoder is not None:
                 decoder.update(decoding=decoding, **kernels["decoder_kernels"])
-                metrics.update(stack="encoder", decoding=None, decoder=decoder)
-            folder.merge_metrics("walk", metrics)
+                block = replace(
+                    block, stack="encoder", decoding=None, decoder=DecoderStack.from_dict(decoder)
+                )
+            folder.merge_metrics("walk", block.to_dict())
 
 
 @dataclass(frozen=True)
@@ -480,42 +499,53 @@ def walk_stage(request: StageRequest, step: Step) -> WalkStage:
     return WalkStage(request.config.seed, WALK_GENERATE, step, request.text)
 
 
-def _stack_lines(enc: dict[str, Any], kern: dict[str, Any], label: str) -> list[str]:
+def _stack_lines(enc: Encoding, kern: Kernels, label: str) -> list[str]:
     """The encoding-walk and negative self-bias lines of one stack (``label``: "" or
     "encoder: ", "decoder: ")."""
+    neg = kern.negative_self_bias_fraction
     return [
-        f"  {label}own token leaves its top-{enc['k']} (cos) at layer "
-        f"{enc['cos']['leave_layer_median']} (median); {enc['cos']['frac_never_leave']:.2f} of "
+        f"  {label}own token leaves its top-{enc.k} (cos) at layer "
+        f"{enc.cos.leave_layer_median} (median); {enc.cos.frac_never_leave:.2f} of "
         "positions never leave",
-        f"  {label}next token enters its top-{enc['k']} (cos) from layer "
-        f"{enc['cos']['arrive_layer_median']} (median)",
-        f"  {label}negative self-bias: {kern['negative_self_bias_fraction']:.3f} of heads "
-        f"({kern['windows_used']} windows)",
+        f"  {label}next token enters its top-{enc.k} (cos) from layer "
+        f"{enc.cos.arrive_layer_median} (median)",
+        f"  {label}negative self-bias: {neg:.3f} of heads ({kern.windows_used} windows)"
+        if neg is not None
+        else f"  {label}negative self-bias: not applicable (no attention weights read)",
     ]
 
 
 def summary_lines(run: Run) -> list[str]:
     """A few lines for the terminal (encoder-decoders: the walk lines once per stack)."""
-    w = run.metrics["walk"]
-    decoder = w.get("decoder")
+    w = WalkMetrics.of(run.metrics)
+    if w is None:
+        return []
+    decoder = w.decoder
     lines = [
-        f"  text: {w['text']['n_tokens']} tokens; layers {w['layer_names'][0]}.."
-        f"{w['layer_names'][-1]}",
-        *_stack_lines(w["encoding"], w["kernels"], "encoder: " if decoder else ""),
+        f"  text: {w.text.n_tokens} tokens; layers {w.layer_names[0]}..{w.layer_names[-1]}",
+        *_stack_lines(w.encoding, w.kernels, "encoder: " if decoder else ""),
     ]
-    decoding = w["decoding"]
+    decoding = w.decoding
     if decoder:
-        lines += _stack_lines(decoder["encoding"], decoder["kernels"], "decoder: ")
-        cross = decoder["cross_attention"]
+        lines += _stack_lines(decoder.encoding, decoder.kernels, "decoder: ")
+        cross = decoder.cross_attention
         lines.append(
-            f"  cross-attention: negative self-bias {cross['negative_self_bias_fraction']:.3f} "
+            f"  cross-attention: negative self-bias {cross.negative_self_bias_fraction:.3f} "
             "of heads"
         )
-        decoding = decoder["decoding"]
+        decoding = decoder.decoding
+    err = w.refactor.max_rel_err
     lines.append(
-        f"  refactoring O = sum_h A_h X W_vo,h: max rel err {w['refactor']['max_rel_err']:.2e}"
+        f"  refactoring O = sum_h A_h X W_vo,h: max rel err {err:.2e}"
+        if err is not None
+        else "  refactoring O = sum_h A_h X W_vo,h: not applicable (no attention weights read)"
     )
     if decoding:
         for mode, d in decoding.items():
-            lines.append(f"  {mode}: {json.dumps(d['text'])}")
+            lines.append(f"  {mode}: {json.dumps(d.text)}")
     return lines
+
+
+def read_decodings(decoding: dict[str, Any] | None) -> dict[str, Decoding] | None:
+    """The decoding walks' records by mode (None when none was run)."""
+    return None if decoding is None else {m: Decoding.from_dict(d) for m, d in decoding.items()}

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from geomlens.analyses.walk import step as walk_stage
+from geomlens.analyses.walk.schema import WalkMetrics
 from geomlens.reporting import interactive
 from geomlens.runs.runfolder import Run
 
@@ -22,20 +23,20 @@ def walk_lines(run: Run) -> list[str]:
 
 def walk_headline(metrics: dict[str, Any]) -> Pairs:
     """The share of heads with negative self-bias and the refactoring's error."""
-    walk = metrics.get("walk")
-    if not walk:
+    walk = WalkMetrics.of(metrics)
+    if walk is None:
         return []
     return [
-        ("heads with negative self-bias", walk["kernels"]["negative_self_bias_fraction"]),
-        ("per-head refactoring, max relative error", walk["refactor"]["max_rel_err"]),
+        ("heads with negative self-bias", walk.kernels.negative_self_bias_fraction),
+        ("per-head refactoring, max relative error", walk.refactor.max_rel_err),
     ]
 
 
-def walk_figures(walk: dict[str, Any]) -> dict[str, go.Figure]:
+def walk_figures(walk: WalkMetrics) -> dict[str, go.Figure]:
     """Mean cosine similarity between positions per layer."""
     import plotly.graph_objects as go
 
-    rows = walk["similarity"]["layers"]
+    rows = [r.to_dict() for r in walk.similarity.layers]
     keys = ["mean_cos", "mean_cos_adjacent", "section_contrast"]
     present = [k for k in keys if any(k in r for r in rows)]
     title = "Similarity between positions by layer"
@@ -43,4 +44,5 @@ def walk_figures(walk: dict[str, Any]) -> dict[str, go.Figure]:
 
 
 def walk_run_figures(folder: Path, metrics: dict[str, Any]) -> dict[str, go.Figure]:
-    return walk_figures(metrics["walk"]) if metrics.get("walk") else {}
+    walk = WalkMetrics.of(metrics)
+    return {} if walk is None else walk_figures(walk)

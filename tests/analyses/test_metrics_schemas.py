@@ -1,0 +1,121 @@
+"""Each analysis's metrics.json block read through its schema and written back is the same
+dict, on a report the code wrote (the MiniLM report) and where a run has one, on the bundled
+default run; an older block without a field added later still loads."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from geomlens.analyses.attention.schema import AttentionMetrics, InductionMetrics, QKHead
+from geomlens.analyses.capture.schema import CaptureMetrics
+from geomlens.analyses.common.block import Block
+from geomlens.analyses.concepts.schema import ConceptsMetrics, SchemeResult
+from geomlens.analyses.sphere.schema import SphereMetrics
+from geomlens.analyses.walk.schema import WalkMetrics
+from geomlens.errors import GeomlensError
+
+SCHEMAS: dict[str, type[Block]] = {
+    "attention": AttentionMetrics,
+    "induction": InductionMetrics,
+    "sphere": SphereMetrics,
+    "walk": WalkMetrics,
+    "concepts": ConceptsMetrics,
+    "capture": CaptureMetrics,
+}
+DEFAULT_RUN = Path(__file__).parents[2] / "runs" / "default128" / "metrics.json"
+
+
+def undeclared(block: Any, where: str = "") -> list[str]:
+    """Keys of the file that no schema class declares (a scheme's own numbers aside)."""
+    found: list[str] = []
+    if isinstance(block, Block):
+        if not isinstance(block, SchemeResult):
+            found += [f"{where}.{k}" for k, v in block.extra.items() if v is not None]
+        for name in block.__dataclass_fields__:
+            if name != "extra":
+                found += undeclared(getattr(block, name), f"{where}.{name}")
+    elif isinstance(block, list):
+        for item in block:
+            found += undeclared(item, where + "[]")
+    elif isinstance(block, dict):
+        for key, item in block.items():
+            found += undeclared(item, f"{where}[{key}]")
+    return found
+
+
+def check_round_trip(metrics: dict[str, Any]) -> list[str]:
+    held = [key for key in SCHEMAS if key in metrics]
+    for key in held:
+        block = SCHEMAS[key].from_dict(metrics[key])
+        assert block.to_dict() == metrics[key], key
+        assert json.dumps(block.to_dict(), sort_keys=True) == json.dumps(
+            metrics[key], sort_keys=True
+        )
+        assert undeclared(block, key) == [], key
+    return held
+
+
+@pytest.fixture(scope="module")
+def report_metrics(minilm_report: Path) -> dict[str, Any]:
+    return json.loads((minilm_report / "metrics.json").read_text(encoding="utf-8"))
+
+
+def test_report_blocks_round_trip(report_metrics):
+    held = check_round_trip(report_metrics)
+    assert {"attention", "sphere", "walk", "capture"} <= set(held)
+    sphere = SphereMetrics.of(report_metrics)
+    assert sphere is not None
+    assert sphere.identity.max_rel_err == report_metrics["sphere"]["identity"]["max_rel_err"]
+    capture = CaptureMetrics.of(report_metrics)
+    assert capture is not None and capture.n_contexts == 16 and capture.length == 64
+    assert capture.layers[0].share_pos == report_metrics["capture"]["layers"][0]["share_pos"]
+
+
+@pytest.mark.skipif(not DEFAULT_RUN.is_file(), reason="no runs/default128 in this checkout")
+def test_default_run_blocks_round_trip():
+    metrics = json.loads(DEFAULT_RUN.read_text(encoding="utf-8"))
+    assert set(check_round_trip(metrics)) == set(SCHEMAS)
+    walk = WalkMetrics.of(metrics)
+    assert walk is not None and walk.decodings["greedy"].text
+    assert walk.decodings["sample"].seed == 0 and walk.decodings["greedy"].seed is None
+
+
+def test_older_block_without_added_fields_loads(report_metrics):
+    """A run made before the whole-W_QK numbers and the block-bootstrap intervals."""
+    attention = json.loads(json.dumps(report_metrics["attention"]))
+    whole = [k for k in QKHead.__dataclass_fields__ if k.startswith("whole_")]
+    for block in attention["qk_basis"]:
+        for head in block["heads"]:
+            for key in whole:
+                head.pop(key, None)
+    old = AttentionMetrics.from_dict(attention)
+    assert old.qk_basis and all(h.whole_residual is None for b in old.qk_basis for h in b.heads)
+    assert old.to_dict() == attention
+    walk = json.loads(json.dumps(report_metrics["walk"]))
+    walk["encoding"]["cos"].pop("frac_never_leave_ci", None)
+    read = WalkMetrics.from_dict(walk)
+    assert read.encoding.cos.frac_never_leave_ci is None and read.to_dict() == walk
+    sphere = json.loads(json.dumps(report_metrics["sphere"]))
+    sphere.pop("norm_kind")
+    assert SphereMetrics.from_dict(sphere).norm_kind is None
+    assert SphereMetrics.from_dict(sphere).to_dict() == sphere
+
+
+def test_explicit_null_and_unknown_keys_are_kept():
+    row = {"layer": "3", "mean_cos": None, "new_number": 1.5}
+    metrics = {"walk": {"similarity": {"layers": [row]}}}
+    from geomlens.analyses.walk.schema import Similarity
+
+    block = Similarity.from_dict(metrics["walk"]["similarity"])
+    assert block.layers[0].mean_cos is None and block.to_dict() == {"layers": [row]}
+
+
+def test_missing_required_key_is_one_sentence(report_metrics):
+    capture = dict(report_metrics["capture"])
+    del capture["layers"]
+    with pytest.raises(GeomlensError, match="without 'layers'"):
+        CaptureMetrics.from_dict(capture)
