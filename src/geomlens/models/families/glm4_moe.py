@@ -25,7 +25,7 @@ from geomlens.models.families.base import (
     Family,
 )
 from geomlens.models.families.common import activation_of, gated_mlp, separate_heads
-from geomlens.models.families.moe import expert_views
+from geomlens.models.families.moe import expert_views, experts_view
 from geomlens.models.view import MlpView
 
 
@@ -66,17 +66,7 @@ def glm4_moe_mlp(moe: Any, config: Any, layer: Any = None) -> MlpView:
         weights = routed(x)
         return torch.cat([weights, torch.ones_like(weights[..., :1])], dim=-1)
 
-    return MlpView(
-        W_in=None,
-        W_gate=None,
-        W_out=torch.cat([e.W_out for e in views]),
-        b_in=None,
-        b_out=None,
-        activation=act,
-        module=moe,
-        experts=views,
-        router=route,
-    )
+    return experts_view(moe, views, route, act)
 
 
 def glm4_moe_settings(config: Any, dims: Dims, index: int, attention: Any) -> AttentionSettings:

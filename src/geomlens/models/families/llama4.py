@@ -22,7 +22,7 @@ import torch
 
 from geomlens.models.families.base import ROTARY_OPTIONS, AttentionSettings, Dims, Family
 from geomlens.models.families.common import activation_of, gated_mlp, separate_heads
-from geomlens.models.families.moe import expert_views
+from geomlens.models.families.moe import expert_views, experts_view
 from geomlens.models.families.rope import rope_type_of
 from geomlens.models.view import MlpView
 
@@ -111,18 +111,8 @@ def llama4_mlp(moe: Any, config: Any, layer: Any = None) -> MlpView:
     act = activation_of(config)
     views = expert_views(moe.experts, act, layout="columns")
     views += (gated_mlp()(moe.shared_expert, config),)
-    return MlpView(
-        W_in=None,
-        W_gate=None,
-        W_out=torch.cat([e.W_out for e in views]),
-        b_in=None,
-        b_out=None,
-        activation=act,
-        module=moe,
-        experts=views,
-        router=sigmoid_router(moe.router.weight.detach(), moe.router.top_k),
-        scale_inputs=True,
-    )
+    router = sigmoid_router(moe.router.weight.detach(), moe.router.top_k)
+    return experts_view(moe, views, router, act, scale_inputs=True)
 
 
 LLAMA4 = Family(

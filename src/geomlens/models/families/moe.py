@@ -76,6 +76,29 @@ def expert_views(experts: Any, activation: str, layout: str = "rows") -> tuple[M
     )
 
 
+def experts_view(
+    moe: Any,
+    views: tuple[MlpView, ...],
+    router: Callable[[torch.Tensor], torch.Tensor],
+    activation: str,
+    scale_inputs: bool = False,
+) -> MlpView:
+    """One MlpView of a mixture: the experts' views (a shared expert last, at the weight the
+    router gives it), their output rows stacked, and the router ``x -> [..., E]``."""
+    return MlpView(
+        W_in=None,
+        W_gate=None,
+        W_out=torch.cat([e.W_out for e in views]),
+        b_in=None,
+        b_out=None,
+        activation=activation,
+        module=moe,
+        experts=views,
+        router=router,
+        scale_inputs=scale_inputs,
+    )
+
+
 def mixture(
     router: str = "gate",
     experts: str = "experts",
@@ -110,16 +133,6 @@ def mixture(
                 share = torch.sigmoid(x.to(w.dtype) @ w).float()
                 return torch.cat([routed(x), share], dim=-1)
 
-        return MlpView(
-            W_in=None,
-            W_gate=None,
-            W_out=torch.cat([e.W_out for e in views]),
-            b_in=None,
-            b_out=None,
-            activation=act,
-            module=moe,
-            experts=views,
-            router=route,
-        )
+        return experts_view(moe, views, route, act)
 
     return mlp_view
