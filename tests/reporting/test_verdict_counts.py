@@ -68,3 +68,14 @@ def test_the_page_summary_counts_the_claim_not_reproduced(tmp_path: Path) -> Non
     html = summary_section(run)
     assert "10 claims: 2 reproduced, 1 not reproduced, 7 inconclusive, 0 not applicable" in html
     assert "1 variants and identity checks are listed apart" in html
+
+
+def test_the_page_summary_says_which_tier_the_model_is_read_in(tmp_path: Path) -> None:
+    run = Run(tmp_path)
+    run.__dict__["metrics"] = {"claims": []}
+    model = {"name": "m", "family": "deepseek_v3", "n_layers": 2, "d_model": 8}
+    config = {"model": "m", "corpus": "c", "contexts": 16, "length": 32}
+    run.__dict__["manifest"] = {"config": config, "model": {**model, "tier": "hidden-state"}}
+    assert "hidden-state tier" in summary_section(run)
+    run.__dict__["manifest"] = {"config": config, "model": model}  # a run from before tiers
+    assert "full tier" in summary_section(run)

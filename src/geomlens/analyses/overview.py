@@ -14,6 +14,17 @@ from geomlens.reporting.section import Section
 from geomlens.runs.runfolder import Run
 
 
+def tier_sentence(tier: str) -> str:
+    """How much of the model the run reads (``models.view.Tier``), in one sentence."""
+    if tier == "hidden-state":
+        return (
+            "Read in the hidden-state tier: its embeddings, residual stream and readout "
+            "(equal to Hugging Face's); the attention-level analyses say per layer that they "
+            "do not apply."
+        )
+    return "Read in the full tier: every weight of a declared family, checked block by block."
+
+
 def summary_section(run: Run) -> str:
     m, manifest = run.metrics, run.manifest
     config, model = manifest["config"], manifest.get("model", {})
@@ -21,6 +32,7 @@ def summary_section(run: Run) -> str:
         f"{model.get('name', config['model'])} ({model.get('family', '?')}, "
         f"{model.get('n_layers', '?')} layers, d = {model.get('d_model', '?')}) on the "
         f"{config['corpus']} corpus, {config['contexts']} windows of {config['length']} tokens.",
+        tier_sentence(model.get("tier", "full")),
     ]
     lines += decomposition_readings(m)[:2]
     count = counted(m.get("claims", []))
