@@ -5,6 +5,7 @@ run on saved tiny models (``models.tiny``). The reach table's rows: ``test_reach
 from __future__ import annotations
 
 import json
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -103,3 +104,10 @@ def test_commands_run_in_the_hidden_state_tier(
             assert walk["kernels"]["not_applicable"]["unsupported"].startswith("not applicable")
             assert walk["encoding"] and walk["similarity"]
     assert "hidden-state tier" in capsys.readouterr().err
+    if model_type != "deberta-v2":  # the concept tests, on decoders, read only the model
+        task = str(resources.files("geomlens") / "data" / "timedial_200.json")
+        out = saved / f"concepts-{model_type}"
+        args = ["concepts", "--model", str(folder), "--task", task, "--limit", "3"]
+        assert main([*args, "--quiet", "--out", str(out)]) == 0
+        concepts = json.loads((out / "metrics.json").read_text())["concepts"]
+        assert concepts["baseline"]["n"] == 3 and concepts["schemes"]
