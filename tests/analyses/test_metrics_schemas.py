@@ -119,3 +119,67 @@ def test_missing_required_key_is_one_sentence(report_metrics):
     del capture["layers"]
     with pytest.raises(GeomlensError, match="without 'layers'"):
         CaptureMetrics.from_dict(capture)
+
+
+def _arithmetic_block(control: bool) -> dict[str, Any]:
+    """An "arithmetic" block shaped as ``geomlens arithmetic`` writes it (one seed)."""
+    spread = {"seeds": 1, "criterion_met": 0, "steps": {"n": 1, "median": 6}, "geometry": []}
+    geometry = [{"operand_length": 3, "n_positions": 11, "layers": [{"layer": 0}]}]
+    seed = {
+        "seed": 3,
+        "steps": 6,
+        "stopped": "steps",
+        "train_seconds": 0.5,
+        "accuracy_by_length": {"1": 0.25, "2": None},
+        "accuracy_in_range": 0.5,
+        "accuracy_out_of_range": None,
+        "accuracy_shorter": None,
+        "accuracy_longer": 0.0,
+        "checks": [],
+        "checkpoints": [{"step": 3}],
+        "loss_curve": [[1, 2.5]],
+        "geometry": geometry,
+    }
+    return {
+        "train_range": [2, 3],
+        "test_range": [1, 4],
+        "reverse_output": True,
+        "carry": True,
+        "unequal_operands": False,
+        "seeds": [3],
+        "criterion": {
+            "target_accuracy": None,
+            "check_every": None,
+            "check_samples": None,
+            "max_steps": 6,
+            "lr_schedule": "cosine",
+        },
+        "dtype": "float32",
+        "threads": None,
+        "eval_samples": 20,
+        "skip_first": False,
+        "runs": [seed],
+        "spread": spread,
+        "control": (
+            {"position_ids": "sorted random subset", "runs": [seed], "spread": spread}
+            if control
+            else None
+        ),
+    }
+
+
+@pytest.mark.parametrize("control", [True, False])
+def test_arithmetic_block_round_trips(control: bool) -> None:
+    from geomlens.analyses.arithmetic.schema import ArithmeticMetrics
+
+    block = _arithmetic_block(control)
+    read = ArithmeticMetrics.of({"arithmetic": block})
+    assert read is not None and read.to_dict() == block
+    assert undeclared(read, "arithmetic") == []
+    assert read.runs[0].accuracy_by_length["2"] is None and read.criterion.max_steps == 6
+    assert (read.control is not None) == control
+    older = {k: v for k, v in block.items() if k != "unequal_operands"}
+    assert ArithmeticMetrics.from_dict(older).unequal_operands is None
+    del block["runs"][0]["stopped"]
+    with pytest.raises(GeomlensError, match="without 'stopped'"):
+        ArithmeticMetrics.from_dict(block)

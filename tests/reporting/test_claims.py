@@ -461,6 +461,7 @@ def test_the_claims_and_the_concepts_section_name_the_same_best_scheme(tmp_path)
     """The ranking's first scheme gives back its input and the second is degenerate: both
     name the third, the best that can stand for the text."""
     from geomlens.analyses.concepts.claims import best_scheme
+    from geomlens.analyses.concepts.schema import ConceptsMetrics
     from geomlens.analyses.concepts.section import concepts_section
     from geomlens.runs.runfolder import Run
 
@@ -475,7 +476,8 @@ def test_the_claims_and_the_concepts_section_name_the_same_best_scheme(tmp_path)
     section["baseline"].update(n=40, acc_norm=0.5, acc_bytes=0.5)
     for scheme in section["schemes"].values():
         scheme.setdefault("acc", 0.4)
-    assert best_scheme(section) == "P:concat" and best_scheme(section, "S:") == "S:x"
+    read = ConceptsMetrics.from_dict(section)
+    assert best_scheme(read) == "P:concat" and best_scheme(read, "S:") == "S:x"
     (tmp_path / "metrics.json").write_text(json.dumps(metrics))
     html = concepts_section(Run(tmp_path))
     assert "The best scheme, P:concat, reaches" in html

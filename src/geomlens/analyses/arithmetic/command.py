@@ -22,6 +22,7 @@ from geomlens.analyses.arithmetic.data import Problems, make_problems
 from geomlens.analyses.arithmetic.evaluate import accuracy_by_length, eval_problems, range_means
 from geomlens.analyses.arithmetic.geometry import GEOMETRY_STREAM, Geometry, grid_length, measure
 from geomlens.analyses.arithmetic.model import model_view
+from geomlens.analyses.arithmetic.schema import ArithmeticMetrics, Control, Criterion, SeedRun
 from geomlens.analyses.arithmetic.seeds import seed_spread, side_means
 from geomlens.analyses.arithmetic.train import StepHook, Trained, train
 from geomlens.engines.threads import torch_threads
@@ -219,31 +220,31 @@ def _run_locked(
                 runs[kind].append(sections[name])
     figure_list = figures(config, sections, geometry)
     save_all([(fig, folder.path / "figures" / name) for fig, name in figure_list])
-    metrics = {
-        "train_range": list(config.train_digits),
-        "test_range": list(config.test_digits),
-        "reverse_output": config.reverse_output,
-        "carry": config.carry,
-        "unequal_operands": config.unequal_operands,
-        "seeds": config.seed_list,
-        "criterion": criterion(config),
-        "dtype": config.dtype,
-        "threads": config.threads,
-        "eval_samples": config.eval_samples,
-        "skip_first": False,
-        "runs": runs["model"],
-        "spread": seed_spread(runs["model"]),
-        "control": (
-            {
-                "position_ids": CONTROL_POSITION_IDS[config.control_positions],
-                "runs": runs["control"],
-                "spread": seed_spread(runs["control"]),
-            }
+    metrics = ArithmeticMetrics(
+        train_range=list(config.train_digits),
+        test_range=list(config.test_digits),
+        reverse_output=config.reverse_output,
+        carry=config.carry,
+        unequal_operands=config.unequal_operands,
+        seeds=config.seed_list,
+        criterion=Criterion.from_dict(criterion(config)),
+        dtype=config.dtype,
+        threads=config.threads,
+        eval_samples=config.eval_samples,
+        skip_first=False,
+        runs=[SeedRun.from_dict(r) for r in runs["model"]],
+        spread=seed_spread(runs["model"]),
+        control=(
+            Control(
+                position_ids=CONTROL_POSITION_IDS[config.control_positions],
+                runs=[SeedRun.from_dict(r) for r in runs["control"]],
+                spread=seed_spread(runs["control"]),
+            )
             if config.control
             else None
         ),
-    }
-    folder.merge_metrics("arithmetic", rounded(metrics))
+    )
+    folder.merge_metrics("arithmetic", rounded(metrics.to_dict()))
     return run.complete(seconds)
 
 
@@ -270,34 +271,34 @@ def _range(stats: dict[str, Any], digits: int = 3) -> str:
     return f"{stats['median']:.{digits}f} [{stats['min']:.{digits}f}, {stats['max']:.{digits}f}]"
 
 
-def stopping_line(m: dict[str, Any]) -> str:
+def stopping_line(m: ArithmeticMetrics) -> str:
     """How training ended, in words."""
-    c = m["criterion"]
-    lo, hi = m["train_range"]
-    if c["target_accuracy"] is None:
-        return f"  trained on {lo}-{hi} digits for {c['max_steps']} steps"
+    c = m.criterion
+    lo, hi = m.train_range
+    if c.target_accuracy is None:
+        return f"  trained on {lo}-{hi} digits for {c.max_steps} steps"
     return (
-        f"  trained on {lo}-{hi} digits until held-out exact match >= {c['target_accuracy']}"
-        f" at every training length ({c['check_samples']} problems each, checked every"
-        f" {c['check_every']} steps, at most {c['max_steps']} steps)"
+        f"  trained on {lo}-{hi} digits until held-out exact match >= {c.target_accuracy}"
+        f" at every training length ({c.check_samples} problems each, checked every"
+        f" {c.check_every} steps, at most {c.max_steps} steps)"
     )
 
 
-def seed_lines(name: str, runs: list[dict[str, Any]], spread: dict[str, Any]) -> list[str]:
+def seed_lines(name: str, runs: list[SeedRun], spread: dict[str, Any]) -> list[str]:
     """One row per seed and the spread, for the model or the control."""
-    geo_len = runs[0]["geometry"][0]["operand_length"]
+    geo_len = runs[0].geometry[0]["operand_length"]
     lines = [
         f"  {name}: seed steps stopped in_range shorter longer | pos_smoothness / "
         f"pos_low_freq per layer at {geo_len} digits"
     ]
     for r in runs:
-        layers = r["geometry"][0]["layers"]
+        layers = r.geometry[0]["layers"]
         smooth = " ".join(f"{row['pos_smoothness']:.2f}" for row in layers)
         low = " ".join(f"{row['pos_low_freq']:.3f}" for row in layers)
         lines.append(
-            f"  {r['seed']:4d} {r['steps']:5d} {r['stopped']:>7s} "
-            f"{_cell(r['accuracy_in_range'])} {_cell(r['accuracy_shorter'])} "
-            f"{_cell(r['accuracy_longer'])} | {smooth} / {low}"
+            f"  {r.seed:4d} {r.steps:5d} {r.stopped:>7s} "
+            f"{_cell(r.accuracy_in_range)} {_cell(r.accuracy_shorter)} "
+            f"{_cell(r.accuracy_longer)} | {smooth} / {low}"
         )
     lines.append(
         f"  spread over {spread['seeds']} seeds, median [min, max]: criterion met by "
@@ -328,11 +329,13 @@ def seed_lines(name: str, runs: list[dict[str, Any]], spread: dict[str, Any]) ->
 def summary_lines(run: Run) -> list[str]:
     """A few lines for the terminal: how training ended, accuracy and geometry per seed,
     and their spread."""
-    m = run.metrics["arithmetic"]
+    m = ArithmeticMetrics.of(run.metrics)
+    if m is None:
+        return ["  no addition study in this run"]
     lines = [stopping_line(m)]
-    lines += seed_lines("model", m["runs"], m["spread"])
-    if m.get("control"):
-        lines += seed_lines("control", m["control"]["runs"], m["control"]["spread"])
+    lines += seed_lines("model", m.runs, m.spread)
+    if m.control is not None:
+        lines += seed_lines("control", m.control.runs, m.control.spread)
     return lines
 
 

@@ -7,6 +7,7 @@ import statistics
 from dataclasses import replace
 from typing import Any
 
+from geomlens.analyses.attention.schema import AttentionMetrics, QKHead
 from geomlens.analyses.decomposition.position_noise import PLANTED_SHARE_MAX
 from geomlens.analyses.decomposition.schema import (
     PositionView,
@@ -32,8 +33,9 @@ seeds gave 0.18; 0.15 keeps a margin). A
 share read below ``IN_BASIS x DILUTION`` stays below ``IN_BASIS`` with the noise removed."""
 
 
-def _median_over_heads(key: str, heads: list[dict[str, Any]]) -> float | None:
-    return statistics.median(h[key] for h in heads) if heads else None
+def _median(values: list[float | None]) -> float | None:
+    """The median of one number over heads (None when there are no heads)."""
+    return statistics.median(values) if values else None  # type: ignore[type-var]
 
 
 def _qk_claims(metrics: dict[str, Any], view: PositionView) -> list[Claim]:
@@ -41,20 +43,21 @@ def _qk_claims(metrics: dict[str, Any], view: PositionView) -> list[Claim]:
     subspace, and the geomlens variant inside the positional block (bases that fit exactly
     are no evidence there). The two read in the positional basis carry the noise guard of
     the blocks' layers: the basis is the noisy estimate's top directions."""
-    qk = (metrics.get("attention") or {}).get("qk_basis") or []
-    heads = [h for b in qk for h in b["heads"] if "whole_residual" in h]
+    attention = AttentionMetrics.of(metrics)
+    qk = (attention.qk_basis if attention is not None else None) or []
+    heads = [h for b in qk for h in b.heads if h.whole_residual is not None]
     inside, inside_rand = (
-        _median_over_heads("whole_low_rank_in_basis", heads),
-        _median_over_heads("whole_baseline_low_rank_in_basis", heads),
+        _median([h.whole_low_rank_in_basis for h in heads]),
+        _median([h.whole_baseline_low_rank_in_basis for h in heads]),
     )
-    block = [h for b in qk if b["k"] > b["rank"] + 1 for h in b["heads"]]
+    block = [h for b in qk if b.k > b.rank + 1 for h in b.heads]
     fit, rand = (
-        _median_over_heads("residual", block),
-        _median_over_heads("baseline_residual", block),
+        _median([h.residual for h in block]),
+        _median([h.baseline_residual for h in block]),
     )
     fit_ratio = None if fit is None or not rand else fit / rand
     missing = "no attention split" if not qk else "no whole-matrix fit in this run"
-    share, needed = view.noise({b.get("layer") for b in qk})
+    share, needed = view.noise({b.layer for b in qk})
     noisy = guards.noise(share, next((r.get("n_contexts") for r in view.rows), None), needed)
     diluted = None if below_diluted(inside, share) else noisy
     common: dict[str, Any] = {
@@ -121,11 +124,11 @@ def below_diluted(share_in_basis: float | None, noise_share: float | None) -> bo
     )
 
 
-def _qk_whole_claim(heads: list[dict[str, Any]], missing: str, common: dict[str, Any]) -> Claim:
+def _qk_whole_claim(heads: list[QKHead], missing: str, common: dict[str, Any]) -> Claim:
     """W_QK is low-rank plus diagonal: the fit of the whole matrix, against a random head
     (it does not read the positional basis: no noise guard)."""
-    whole = _median_over_heads("whole_residual", heads)
-    whole_rand = _median_over_heads("whole_baseline_residual", heads)
+    whole = _median([h.whole_residual for h in heads])
+    whole_rand = _median([h.whole_baseline_residual for h in heads])
     claim = judge(
         Claim(
             "song.wqk_low_rank_plus_diagonal",

@@ -66,7 +66,8 @@ class QKBasis(Block):
     """Directions in the basis (pos_rank95 without position 0, clipped)."""
     rank: int
     """Rank of the low-rank part of the fit."""
-    rotary_offset: int
+    rotary_offset: int | None = None
+    """Offset i - j of the rotation used for rotary models (0: none; absent: not written)."""
     heads: list[QKHead]
 
 

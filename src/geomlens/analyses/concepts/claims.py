@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from geomlens.analyses.concepts.schema import ConceptsMetrics, SchemeResult
 from geomlens.papers.published import model_kind, singh_range
 from geomlens.reporting import guards
 from geomlens.reporting.claims import SINGH, SINGH_KINDS, Claim, judge, text
@@ -14,49 +15,49 @@ IDENTICAL_LOGLIK = 1e-3  # a pyramidal scheme this close to the baseline reprodu
 
 
 def sound_schemes(
-    concepts: dict[str, Any], prefix: str = ""
-) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    concepts: ConceptsMetrics, prefix: str = ""
+) -> tuple[dict[str, SchemeResult], dict[str, str]]:
     """The schemes (names starting with ``prefix``) that may stand for the concept tests,
     and those left out with the reason: a scheme that gives back its input (a pyramidal
     scheme whose log-likelihoods equal the baseline's) and a degenerate one
     (``guards.degenerate``). A scheme without a headline score is in neither."""
-    headline = concepts.get("headline", "normalised_vs_acc")
-    chance = (concepts.get("baseline") or {}).get("chance")
+    headline = concepts.headline_key
+    chance = None if concepts.baseline is None else concepts.baseline.chance
     kept, left = {}, {}
-    for name, scheme in (concepts.get("schemes") or {}).items():
+    for name, scheme in (concepts.schemes or {}).items():
         if not name.startswith(prefix):
             continue
-        diff = scheme.get("loglik_max_abs_diff_vs_baseline")
+        diff = scheme.loglik_max_abs_diff_vs_baseline
         reason = (
             "it gives back the input itself"
             if diff is not None and diff <= IDENTICAL_LOGLIK
-            else guards.degenerate(scheme, chance)
+            else guards.degenerate(scheme.to_dict(), chance)
         )
         if reason is not None:
             left[name] = reason
-        elif isinstance(scheme.get(headline), (int, float)):
+        elif isinstance(scheme.value(headline), (int, float)):
             kept[name] = scheme
     return kept, left
 
 
-def best_scheme(concepts: dict[str, Any], prefix: str = "") -> str | None:
+def best_scheme(concepts: ConceptsMetrics, prefix: str = "") -> str | None:
     """The best scheme of a run's concept tests (of one test with ``prefix`` "P:" or
     "S:"): the highest headline score among ``sound_schemes``, ties by name. The claims
     and the concepts section both name this one."""
     kept, _ = sound_schemes(concepts, prefix)
-    headline = concepts.get("headline", "normalised_vs_acc")
-    return min(kept, key=lambda n: (-kept[n][headline], n), default=None)
+    headline = concepts.headline_key
+    return min(kept, key=lambda n: (-kept[n].value(headline), n), default=None)
 
 
 def _concept_schemes(
-    concepts: dict[str, Any], test: str, prefix: str, reason: str
-) -> tuple[dict[str, dict[str, Any]], str, dict[str, str]]:
+    concepts: ConceptsMetrics, test: str, prefix: str, reason: str
+) -> tuple[dict[str, SchemeResult], str, dict[str, str]]:
     """The schemes that may decide the claim of one test, why there are none, and the
     degenerate ones left out (name -> why)."""
-    of_test = [n for n in concepts.get("schemes") or {} if n.startswith(prefix)]
+    of_test = [n for n in concepts.schemes or {} if n.startswith(prefix)]
     schemes, left = sound_schemes(concepts, prefix)
     degenerate = {n: why for n, why in left.items() if why != "it gives back the input itself"}
-    if concepts.get("schemes") and not of_test:
+    if concepts.schemes and not of_test:
         reason = f"no {test} scheme in this run"
     elif of_test and len(left) == len(of_test) and not degenerate:
         reason = f"every {test} scheme in this run gives back the input itself"
@@ -105,23 +106,24 @@ def paper_share(test: str, kind: str, shots: int | None) -> tuple[float, str, st
 
 
 def _concept_claim(
-    concepts: dict[str, Any], test: str, prefix: str, reason: str, kind: str
+    concepts: ConceptsMetrics, test: str, prefix: str, reason: str, kind: str
 ) -> Claim:
     """Test 1 (pyramidal) or Test 2 (similarity): the share of the model's own baseline its
     best sound scheme keeps, against the shares the paper's models of its kind kept;
     guarded by chance, the no-context control and degenerate schemes."""
-    headline = concepts.get("headline", "normalised_vs_acc")
+    headline = concepts.headline_key
     schemes, reason, degenerate = _concept_schemes(concepts, test, prefix, reason)
     best = best_scheme(concepts, prefix)
-    score = None if best is None else schemes[best][headline]
-    ci = (None, None) if best is None else schemes[best].get(f"{headline}_ci") or (None, None)
-    lo, hi = ci[0], ci[1]
-    base = concepts.get("baseline") or {}
-    acc, acc_low = base.get("acc"), (base.get("acc_ci") or (None, None))[0]
-    none_acc = (base.get("no_context") or {}).get("acc")
+    score = None if best is None else schemes[best].value(headline)
+    lo, hi = (None, None) if best is None else schemes[best].interval(headline)
+    base = concepts.baseline
+    acc = None if base is None else base.acc
+    acc_low = None if base is None else (base.acc_ci or (None, None))[0]
+    none_acc = None if base is None or base.no_context is None else base.no_context.acc
+    chance = None if base is None else base.chance
     ratio = None if none_acc is None or not acc else none_acc / acc
     left = f"; {len(degenerate)} degenerate scheme(s) left out" if degenerate else ""
-    shots = concepts.get("shots")
+    shots = concepts.shots
     threshold, words, source = paper_share(test, kind, shots if isinstance(shots, int) else None)
     claim = Claim(
         f"singh.concepts_{test}",
@@ -151,14 +153,14 @@ def _concept_claim(
             f"degenerate ({name}: {what}): none can decide the claim"
         )
         return replace(claim, verdict="inconclusive", why=why, guard="degenerate")
-    fired = [guards.chance(acc, acc_low, base.get("chance")), guards.no_context(ratio, lo, hi)]
+    fired = [guards.chance(acc, acc_low, chance), guards.no_context(ratio, lo, hi)]
     return judge(claim, True, reason, fired)
 
 
 def concept_claims(metrics: dict[str, Any], model: dict[str, Any]) -> list[Claim]:
-    concepts = metrics.get("concepts") or {}
-    reason = concepts.get("unsupported", "no concept tests in this run")
-    kind = concepts.get("model_kind") or model_kind(model)
+    concepts = ConceptsMetrics.of(metrics) or ConceptsMetrics()
+    reason = concepts.unsupported or "no concept tests in this run"
+    kind = concepts.model_kind or model_kind(model)
     found = [
         _concept_claim(concepts, "pyramidal", "P:", reason, kind),
         _concept_claim(concepts, "similarity", "S:", reason, kind),

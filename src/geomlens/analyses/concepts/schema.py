@@ -23,14 +23,27 @@ class TaskRecord(Block):
 
 
 @dataclass(frozen=True, kw_only=True)
+class NoContext(Block):
+    """The baseline's scorings with the context left out (the no-context control)."""
+
+    acc: float | None = None
+    acc_norm: float | None = None
+    acc_bytes: float | None = None
+    acc_ci: list[float] | None = None
+    """[low, high], 95% (likewise ``acc_norm_ci``, ``acc_bytes_ci``)."""
+    acc_norm_ci: list[float] | None = None
+    acc_bytes_ci: list[float] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class Baseline(Block):
     """The model's own next-token readout on the task (lm-eval's three scorings)."""
 
-    n: int
+    n: int | None = None
     """Items scored."""
     acc: float | None
     """By summed log-likelihood of each choice."""
-    acc_norm: float | None
+    acc_norm: float | None = None
     """By log-likelihood per character."""
     acc_bytes: float | None = None
     """By log-likelihood per UTF-8 byte."""
@@ -40,7 +53,7 @@ class Baseline(Block):
     """[low, high], 95% (likewise ``acc_norm_ci``, ``acc_bytes_ci``)."""
     acc_norm_ci: list[float] | None = None
     acc_bytes_ci: list[float] | None = None
-    no_context: dict[str, Any] | None = None
+    no_context: NoContext | None = None
     """The same scorings with the context left out."""
 
 
@@ -55,6 +68,10 @@ class SchemeResult(Block):
     """acc over the baseline's acc."""
     normalised_vs_acc_norm: float | None = None
     """acc over the baseline's acc_norm."""
+    loglik_max_abs_diff_vs_baseline: float | None = None
+    """Largest |log-likelihood - the baseline's| over choices (a pyramidal scheme's; nats)."""
+    degenerate: str | None = None
+    """Why the concept stage flagged the scheme as degenerate (absent: it did not)."""
 
     def value(self, name: str) -> Any:
         """The number ``name`` (a declared field, or one the scheme alone writes)."""

@@ -25,14 +25,13 @@ def concepts_section(run: Run) -> str:
         f"(chance {base.chance:.3f}).",
         f"Scores are normalised by the baseline's acc (summed log-likelihood): {headline}.",
     ]
-    raw = run.metrics["concepts"]  # the claims' helpers read the block as stored
-    if name := best_scheme(raw):  # the one the claims name: no input echo, nothing degenerate
+    if name := best_scheme(c):  # the one the claims name: no input echo, nothing degenerate
         best = (c.schemes or {})[name]
         lines.append(
             f"The best scheme, {name}, reaches {number(best.value(headline))} of the "
             f"baseline (accuracy {best.acc:.3f})."
         )
-    _, left_out = sound_schemes(raw)  # shown, but never read as the finding
+    _, left_out = sound_schemes(c)  # shown, but never read as the finding
     rows = []
     for name, s in c.ranked():
         low, high = s.interval(headline)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from geomlens.analyses.sphere.schema import GammaBetaView, MeanZipf, SphereClaimsView, TokenList
+from geomlens.errors import GeomlensError
 from geomlens.reporting import guards
 from geomlens.reporting.claims import MOLINA, Claim, judge, text
 
@@ -16,8 +18,8 @@ MOLINA_SCOPE = (
 
 
 def sphere_claims(metrics: dict[str, Any], model: dict[str, Any]) -> list[Claim]:
-    sphere = metrics.get("sphere") or {}
-    err = (sphere.get("identity") or {}).get("max_rel_err")
+    sphere = SphereClaimsView.of(metrics)
+    err = None if sphere.identity is None else sphere.identity.max_rel_err
     identity = Claim(
         "molina.layernorm_sphere",
         "Layer norm is a projection onto a hyperplane, then scaling onto a sphere",
@@ -41,7 +43,7 @@ def sphere_claims(metrics: dict[str, Any], model: dict[str, Any]) -> list[Claim]
     )
     return [
         judge(identity, False, "no sphere analysis"),
-        _gamma_beta_claim(sphere.get("top_tokens") or {}, outside),
+        _gamma_beta_claim(sphere.top_tokens or GammaBetaView(), outside),
     ]
 
 
@@ -74,33 +76,39 @@ def _unchanged(with_ids: list[int], without_ids: list[int], k: int) -> str | Non
     )
 
 
-def _gamma_beta_claim(top: dict[str, Any], outside: str | None) -> Claim:
+def _lists(top: GammaBetaView) -> tuple[TokenList, TokenList]:
+    """The top lists with and without gamma/beta; a block that has a Zipf shift has both."""
+    if top.affine is None or top.plain is None:
+        raise GeomlensError(
+            "metrics.json has a Zipf shift without the top lists it compares; the run folder "
+            "is damaged: run the command again."
+        )
+    return top.affine, top.plain
+
+
+def _gamma_beta_claim(top: GammaBetaView, outside: str | None) -> Claim:
     """Molina: gamma/beta move the readout's top tokens toward common words. Top lists
     that gamma/beta leave unchanged answer it: not reproduced."""
-    shift, zipf = top.get("english_zipf_shift"), top.get("mean_english_zipf") or {}
+    shift, zipf = top.english_zipf_shift, top.mean_english_zipf or MeanZipf()
     number = lo = hi = None
     interval, value, fired, unchanged = "none", "–", [], None
     if shift is not None:
-        number, lo, hi = shift["value"], shift["low"], shift["high"]
-        interval = f"{shift['method']}, {shift['n_boot']} draws"
+        affine, plain = _lists(top)
+        number, lo, hi = shift.value, shift.low, shift.high
+        interval = f"{shift.method}, {shift.n_boot} draws"
         value = (
-            f"{text(number, '+.2f', low=lo, high=hi)} (Zipf {zipf['affine']:.2f} with, "
-            f"{zipf['plain']:.2f} without; vocabulary {zipf['vocab_mean']:.2f})"
+            f"{text(number, '+.2f', low=lo, high=hi)} (Zipf {zipf.affine:.2f} with, "
+            f"{zipf.plain:.2f} without; vocabulary {zipf.vocab_mean:.2f})"
         )
-        k = top.get("k", 10)
-        unchanged = _unchanged(top["affine"]["top_ids"], top["plain"]["top_ids"], k)
+        k = 10 if top.k is None else top.k
+        unchanged = _unchanged(affine.top_ids or [], plain.top_ids or [], k)
         fired = [
             guards.unknown_words(
                 _unknown_counts(
-                    {
-                        "with gamma/beta": list(top["affine"].get("top", [])),
-                        "without gamma/beta": list(top["plain"].get("top", [])),
-                    }
+                    {"with gamma/beta": list(affine.top), "without gamma/beta": list(plain.top)}
                 )
             ),
-            guards.same_numbers(
-                zipf.get("affine"), zipf.get("plain"), "the mean Zipf frequencies compared"
-            ),
+            guards.same_numbers(zipf.affine, zipf.plain, "the mean Zipf frequencies compared"),
         ]
     claim = Claim(
         "molina.gamma_beta_common_words",

@@ -175,3 +175,52 @@ class SphereMetrics(Block):
         """The run's sphere block (None when it has none)."""
         found = metrics.get("sphere")
         return cls.from_dict(found) if found else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ZipfShift(Block):
+    """Mean Zipf frequency with gamma/beta minus without, with its bootstrap interval."""
+
+    value: float
+    low: float
+    high: float
+    method: str
+    """How the interval was drawn (e.g. "bootstrap")."""
+    n_boot: int
+    """Draws of the bootstrap."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class MeanZipf(Block):
+    """Mean Zipf frequency (log10 per billion words) of each list's top tokens."""
+
+    affine: float | None = None
+    plain: float | None = None
+    vocab_mean: float | None = None
+    """Over the whole vocabulary."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class GammaBetaView(Block):
+    """What Molina's gamma/beta claim reads of "top_tokens" (every field optional, so a
+    partly written or older block still reads)."""
+
+    k: int | None = None
+    affine: TokenList | None = None
+    plain: TokenList | None = None
+    mean_english_zipf: MeanZipf | None = None
+    english_zipf_shift: ZipfShift | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SphereClaimsView(Block):
+    """What Molina's claims read of the "sphere" block (``SphereClaimsView.of(metrics)``):
+    the identity's error and the top tokens, each optional."""
+
+    identity: Identity | None = None
+    top_tokens: GammaBetaView | None = None
+
+    @classmethod
+    def of(cls, metrics: dict[str, Any]) -> Self:
+        """The run's sphere block as the claims read it (empty when it has none)."""
+        return cls.from_dict(metrics.get("sphere") or {})

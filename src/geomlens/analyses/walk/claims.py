@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from geomlens.analyses.walk.schema import EncodingView, KernelsView, NeverLeave, WalkClaimsView
 from geomlens.reporting.claims import SINGH, SINGH_KINDS, Claim, judge, text
 from geomlens.stats.intervals import wilson
 
@@ -21,15 +22,14 @@ def _fraction_interval(fraction: float, n: int) -> tuple[float, float]:
     return w["low"], w["high"]
 
 
-def _walk_interval(enc: dict[str, Any]) -> tuple[float | None, float | None, str]:
+def _walk_interval(enc: EncodingView) -> tuple[float | None, float | None, str]:
     """The never-leave fraction's interval and how it was obtained."""
-    never = (enc.get("cos") or {}).get("frac_never_leave")
-    n_pos = enc.get("n_positions")
-    blocks = (enc.get("cos") or {}).get("frac_never_leave_ci")
+    cos = enc.cos or NeverLeave()
+    never, n_pos, blocks = cos.frac_never_leave, enc.n_positions, cos.frac_never_leave_ci
     if never is None or not n_pos:
         return None, None, "none: no walk analysis"
-    if blocks:  # neighbouring positions resampled together
-        return blocks["low"], blocks["high"], f"{blocks['method']}, {blocks['n_boot']} draws"
+    if blocks is not None:  # neighbouring positions resampled together
+        return blocks.low, blocks.high, f"{blocks.method}, {blocks.n_boot} draws"
     lo, hi = _fraction_interval(never, n_pos)  # a run made before the block bootstrap
     return (
         lo,
@@ -40,12 +40,12 @@ def _walk_interval(enc: dict[str, Any]) -> tuple[float | None, float | None, str
 
 
 def _walk_claim(
-    walk: dict[str, Any], encoder: bool, stack: str | None, outside: str | None
+    walk: WalkClaimsView, encoder: bool, stack: str | None, outside: str | None
 ) -> Claim:
     """An encoder stack's walk is expected to stay near its own token (Singh), a decoder
     stack's to leave it for the next token's."""
-    enc = walk.get("encoding") or {}
-    never = (enc.get("cos") or {}).get("frac_never_leave")
+    enc = walk.encoding or EncodingView()
+    never = (enc.cos or NeverLeave()).frac_never_leave
     lo, hi, how = _walk_interval(enc)
     tag, suffix = ("", "") if stack is None else (f" ({stack} stack)", f".{stack}")
     claim = Claim(
@@ -77,13 +77,13 @@ def _walk_claim(
 
 
 def _self_bias_claim(
-    walk: dict[str, Any], stack: str | None, n_heads: int | None, outside: str | None
+    walk: WalkClaimsView, stack: str | None, n_heads: int | None, outside: str | None
 ) -> Claim:
     """The fraction of heads whose attention (not bias) favours other positions over their
     own: a geomlens variant of the paper's kernel claim, at the paper's threshold."""
-    kern = walk.get("kernels") or {}
-    neg = kern.get("negative_self_bias_fraction")
-    per_layer = kern.get("negative_self_bias_fraction_per_layer") or []
+    kern = walk.kernels or KernelsView()
+    neg = kern.negative_self_bias_fraction
+    per_layer = kern.negative_self_bias_fraction_per_layer or []
     n_kern = None if neg is None or not n_heads else n_heads * len(per_layer)
     klo, khi = (None, None) if neg is None or not n_kern else _fraction_interval(neg, n_kern)
     tag, suffix = ("", "") if stack is None else (f" ({stack} stack)", f".{stack}")
@@ -108,16 +108,16 @@ def _self_bias_claim(
     return judge(claim, True, "no kernels", (), outside)
 
 
-def _bias_table_claims(walk: dict[str, Any], stack: str, scheme: str | None) -> list[Claim]:
+def _bias_table_claims(walk: WalkClaimsView, stack: str, scheme: str | None) -> list[Claim]:
     """Singh's reading of T5's learned relative-bias table itself (not the attention it
     produces): in encoder stacks most heads' bias is lower at their own position than at
     the next few; in decoder stacks some heads' bias is larger at far offsets than at
     middle ones. Only stacks with such a table; ``scheme``: why the model's biases are not
     the paper's (None: they are)."""
-    table = (walk.get("kernels") or {}).get("bias_table")
-    if not table:
+    table = (walk.kernels or KernelsView()).bias_table
+    if table is None or not table.to_dict():  # an empty table is none
         return []
-    neg, far = table.get("negative_self_bias_fraction"), table.get("far_amplification_fraction")
+    neg, far = table.negative_self_bias_fraction, table.far_amplification_fraction
     tag = f" ({stack} stack's bias table)"
     every = "none: the whole table, every head (nothing is sampled)"
     self_claim = Claim(
@@ -167,7 +167,7 @@ def _bias_table_claims(walk: dict[str, Any], stack: str, scheme: str | None) -> 
         judge(
             far_claim,
             True,
-            table.get("far_amplification_reason") or "no bias table",
+            table.far_amplification_reason or "no bias table",
             (),
             scheme
             or (
@@ -181,7 +181,7 @@ def _bias_table_claims(walk: dict[str, Any], stack: str, scheme: str | None) -> 
 
 
 def walk_claims(metrics: dict[str, Any], model: dict[str, Any]) -> list[Claim]:
-    walk = metrics.get("walk") or {}
+    walk = WalkClaimsView.of(metrics)
     n_heads = model.get("n_heads")
     position = model.get("position")
     relative = position in (None, "t5-relative")
@@ -191,8 +191,8 @@ def walk_claims(metrics: dict[str, Any], model: dict[str, Any]) -> list[Claim]:
         f"models without them (this one: {position}) the paper leaves open how it arises "
         "(appendix A.2)"
     )
-    if walk.get("decoder"):  # an encoder-decoder: each stack with its own expectation
-        decoder = walk["decoder"]
+    decoder = walk.decoder
+    if decoder is not None and decoder.to_dict():  # an encoder-decoder: each stack its own
         return [
             _walk_claim(walk, True, "encoder", None),
             _self_bias_claim(walk, "encoder", n_heads, None if relative else no_bias),

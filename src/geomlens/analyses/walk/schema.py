@@ -169,3 +169,70 @@ class WalkMetrics(Block):
     def decodings(self) -> dict[str, Decoding]:
         """The decoding walks (on an encoder-decoder, its decoder stack's)."""
         return self.decoding or (self.decoder.decoding if self.decoder else None) or {}
+
+
+@dataclass(frozen=True, kw_only=True)
+class BootInterval(Block):
+    """A block-bootstrap interval of a fraction (neighbouring positions drawn together)."""
+
+    low: float
+    high: float
+    method: str
+    n_boot: int
+    """Draws of the bootstrap."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class NeverLeave(Block):
+    """What the walk claim reads of one similarity's walk (each field optional)."""
+
+    frac_never_leave: float | None = None
+    frac_never_leave_ci: BootInterval | None = None
+    """Absent in runs made before the block bootstrap."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class EncodingView(Block):
+    """What the walk claim reads of "encoding"."""
+
+    cos: NeverLeave | None = None
+    n_positions: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class BiasTable(Block):
+    """A T5-style learned relative-bias table's own readings (shares of heads, unitless)."""
+
+    negative_self_bias_fraction: float | None = None
+    """Share of heads whose bias at offset 0 is below its mean over offsets 1-4."""
+    far_amplification_fraction: float | None = None
+    """Share of heads whose mean bias over offsets 32-63 exceeds that over 8-31."""
+    far_amplification_reason: str | None = None
+    """Why the far share was not measured (a table too short)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class KernelsView(Block):
+    """What the self-bias and bias-table claims read of "kernels"."""
+
+    negative_self_bias_fraction: float | None = None
+    negative_self_bias_fraction_per_layer: list[float] | None = None
+    bias_table: BiasTable | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class WalkClaimsView(Block):
+    """What Singh's movement claims read of the "walk" block or of its decoder stack
+    (``WalkClaimsView.of(metrics)``), each field optional so a partly written or older
+    block still reads."""
+
+    encoding: EncodingView | None = None
+    kernels: KernelsView | None = None
+    stack: str | None = None
+    decoder: WalkClaimsView | None = None
+    """An encoder-decoder's decoder stack."""
+
+    @classmethod
+    def of(cls, metrics: dict[str, Any]) -> Self:
+        """The run's walk block as the claims read it (empty when it has none)."""
+        return cls.from_dict(metrics.get("walk") or {})
