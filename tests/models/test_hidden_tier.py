@@ -63,10 +63,10 @@ def test_hybrid_layers_say_how_they_mix() -> None:
 
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Tiny saved models (with a real tokenizer) of a disentangled-attention encoder, an
-    MLA decoder and a hybrid."""
+    """Tiny saved models (with a real tokenizer) of every type issue 43 names: a
+    disentangled-attention encoder, MLA decoders and hybrids."""
     root = tmp_path_factory.mktemp("hidden")
-    for model_type in ("deberta-v2", "deepseek_v3", "falcon_h1"):
+    for model_type in NAMED:
         encoder = model_type == "deberta-v2"
         tokenizer = small_tokenizer(encoder)
         sizes: dict[str, Any] = {"vocab_size": len(tokenizer)}
@@ -79,7 +79,7 @@ def saved(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-@pytest.mark.parametrize("model_type", ["deberta-v2", "deepseek_v3", "falcon_h1"])
+@pytest.mark.parametrize("model_type", NAMED)
 def test_commands_run_in_the_hidden_state_tier(
     model_type: str, saved: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
