@@ -1,6 +1,7 @@
 """Each analysis's metrics.json block read through its schema and written back is the same
-dict, on a report the code wrote (the MiniLM report) and where a run has one, on the bundled
-default run; an older block without a field added later still loads."""
+dict, on a report the code wrote (the MiniLM report; every family's report, decoders with
+all six blocks, in tests/models/test_family_commands.py); an older block without a field
+added later still loads."""
 
 from __future__ import annotations
 
@@ -9,54 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from schema_checks import check_round_trip, undeclared
 
-from geomlens.analyses.attention.schema import AttentionMetrics, InductionMetrics, QKHead
+from geomlens.analyses.attention.schema import AttentionMetrics, QKHead
 from geomlens.analyses.capture.schema import CaptureMetrics
-from geomlens.analyses.common.block import Block
-from geomlens.analyses.concepts.schema import ConceptsMetrics, SchemeResult
 from geomlens.analyses.sphere.schema import SphereMetrics
 from geomlens.analyses.walk.schema import WalkMetrics
 from geomlens.errors import GeomlensError
-
-SCHEMAS: dict[str, type[Block]] = {
-    "attention": AttentionMetrics,
-    "induction": InductionMetrics,
-    "sphere": SphereMetrics,
-    "walk": WalkMetrics,
-    "concepts": ConceptsMetrics,
-    "capture": CaptureMetrics,
-}
-DEFAULT_RUN = Path(__file__).parents[2] / "runs" / "default128" / "metrics.json"
-
-
-def undeclared(block: Any, where: str = "") -> list[str]:
-    """Keys of the file that no schema class declares (a scheme's own numbers aside)."""
-    found: list[str] = []
-    if isinstance(block, Block):
-        if not isinstance(block, SchemeResult):
-            found += [f"{where}.{k}" for k, v in block.extra.items() if v is not None]
-        for name in block.__dataclass_fields__:
-            if name != "extra":
-                found += undeclared(getattr(block, name), f"{where}.{name}")
-    elif isinstance(block, list):
-        for item in block:
-            found += undeclared(item, where + "[]")
-    elif isinstance(block, dict):
-        for key, item in block.items():
-            found += undeclared(item, f"{where}[{key}]")
-    return found
-
-
-def check_round_trip(metrics: dict[str, Any]) -> list[str]:
-    held = [key for key in SCHEMAS if key in metrics]
-    for key in held:
-        block = SCHEMAS[key].from_dict(metrics[key])
-        assert block.to_dict() == metrics[key], key
-        assert json.dumps(block.to_dict(), sort_keys=True) == json.dumps(
-            metrics[key], sort_keys=True
-        )
-        assert undeclared(block, key) == [], key
-    return held
 
 
 @pytest.fixture(scope="module")
@@ -73,15 +33,6 @@ def test_report_blocks_round_trip(report_metrics):
     capture = CaptureMetrics.of(report_metrics)
     assert capture is not None and capture.n_contexts == 16 and capture.length == 64
     assert capture.layers[0].share_pos == report_metrics["capture"]["layers"][0]["share_pos"]
-
-
-@pytest.mark.skipif(not DEFAULT_RUN.is_file(), reason="no runs/default128 in this checkout")
-def test_default_run_blocks_round_trip():
-    metrics = json.loads(DEFAULT_RUN.read_text(encoding="utf-8"))
-    assert set(check_round_trip(metrics)) == set(SCHEMAS)
-    walk = WalkMetrics.of(metrics)
-    assert walk is not None and walk.decodings["greedy"].text
-    assert walk.decodings["sample"].seed == 0 and walk.decodings["greedy"].seed is None
 
 
 def test_older_block_without_added_fields_loads(report_metrics):

@@ -20,6 +20,7 @@ import pytest
 import torch
 import transformers
 from family_cases import CASES, Case
+from schema_checks import check_round_trip
 from tiny_models import small_tokenizer
 
 from geomlens.cli import main
@@ -109,6 +110,10 @@ def test_report_runs_on_every_family(case: Case, root: Path) -> None:
         split = attention["parts"]
         assert split and all(b["max_rel_error"] < 1e-5 for b in split), f"{case.id}: {split}"
     assert (out / "report.html").stat().st_size > 10_000
+    held = check_round_trip(metrics)  # every block reads through its schema and back
+    assert {"attention", "sphere", "walk", "capture"} | (set() if encoder else {"concepts"}) <= set(
+        held
+    ), f"{case.id}: {held}"
 
 
 @pytest.mark.parametrize(
