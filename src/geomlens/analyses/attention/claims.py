@@ -28,8 +28,8 @@ DILUTION = 0.15
 """The least share of a planted low-rank part, wholly inside the positional directions,
 read through the noisy positional basis at noise shares up to ``PLANTED_SHARE_MAX``
 (``analyses.attention.planted``; docs/claims.md: the least reading over 20 corpora per
-setting was 0.27, with k = 10 directions at a noise share of 0.65, and another draw of
-seeds gave 0.18; 0.15 keeps a margin). A
+setting was 0.27, with k = 10 directions at a noise share of 0.65; 0.15 leaves room for
+draws beyond the table's). A
 share read below ``IN_BASIS x DILUTION`` stays below ``IN_BASIS`` with the noise removed."""
 
 
