@@ -108,9 +108,13 @@ def claims_section(run: Run) -> str:
         plot(
             figure,
             "claims-glance",
-            "Each claim's number and 95% interval against its threshold, coloured by verdict",
-            "the threshold is at 1 on every row, and the claim holds to the right of it (a "
-            "'<=' rule is inverted); open diamonds mark the nearest published model's value",
+            "Each counted claim's number and 95% interval against its threshold, coloured "
+            "by verdict (the legend's counts are the summary's)",
+            "in the top panel the threshold is at 1 on every row and the claim holds to the "
+            "right of it (a '<=' rule is inverted); a claim whose threshold is 0 is placed by "
+            "its difference from it, and a claim without a number sits in the bottom panel "
+            "with its verdict; open diamonds mark the nearest published model's value. "
+            "Variants and identity checks are not counted and not drawn: the table lists them.",
         )
         if figure is not None
         else ""
