@@ -480,7 +480,8 @@ def test_the_claims_and_the_concepts_section_name_the_same_best_scheme(tmp_path)
     assert best_scheme(read) == "P:concat" and best_scheme(read, "S:") == "S:x"
     (tmp_path / "metrics.json").write_text(json.dumps(metrics))
     html = concepts_section(Run(tmp_path))
-    assert "The best scheme, P:concat, reaches" in html
+    # a label geomlens does not write stays as it is (words and tooltip alike)
+    assert 'The best scheme (<span class="coded" title="P:concat">P:concat</span>) reaches' in html
     assert "P:concat" in by_id(metrics, DECODER)["singh.concepts_pyramidal"].value
 
 

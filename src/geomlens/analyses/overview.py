@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from geomlens.analyses.concepts.scheme_words import with_words
 from geomlens.analyses.decomposition.schema import run_published
 from geomlens.analyses.decomposition.section import decomposition_readings
 from geomlens.reporting.claims import count_sentence, counted, text
 from geomlens.reporting.claims_figure import claims_figure
-from geomlens.reporting.html import escape, plot, readings, table
+from geomlens.reporting.html import coded, escape, plot, readings, table
 from geomlens.reporting.section import Section
 from geomlens.runs.runfolder import Run
 
@@ -34,7 +35,7 @@ def summary_section(run: Run) -> str:
         f"{config['corpus']} corpus, {config['contexts']} windows of {config['length']} tokens.",
         tier_sentence(model.get("tier", "full")),
     ]
-    lines += decomposition_readings(m)[:2]
+    lines += decomposition_readings(m)[:3]  # the shares, both views, the ranks
     count = counted(m.get("claims", []))
     lines.append(
         count_sentence(count)
@@ -72,10 +73,10 @@ def claims_section(run: Run) -> str:
         if c.get("why") in shared:
             verdict += f'<br><span class="note">reason {shared.index(c["why"]) + 1} below</span>'
         elif c.get("why"):
-            verdict += f'<br><span class="note">{escape(c["why"])}</span>'
+            verdict += f'<br><span class="note">{worded(c["why"])}</span>'
         if c.get("kind", "claim") != "claim":
             verdict += f'<br><span class="note">({escape(c["kind"])}, not counted)</span>'
-        value = f"{escape(c['value'])}<sup>{methods.index(c['interval']) + 1}</sup>"
+        value = f"{worded(c['value'])}<sup>{methods.index(c['interval']) + 1}</sup>"
         if c.get("published"):
             value += f'<br><span class="note">published: {escape(c["published"])}</span>'
         rows.append(
@@ -99,7 +100,7 @@ def claims_section(run: Run) -> str:
     body = "".join(rows)
     reasons = "".join(
         f'<p class="note">Reason {i}, shared by '
-        f"{sum(c.get('why') == why for c in found)} claims: {escape(why)}</p>"
+        f"{sum(c.get('why') == why for c in found)} claims: {worded(why)}</p>"
         for i, why in enumerate(shared, 1)
     )
     published = published_tables(run_published(run.metrics, run.manifest))
@@ -124,6 +125,12 @@ def claims_section(run: Run) -> str:
         f"<tbody>{body}</tbody></table>{reasons}"
         f'<p class="note">How each interval is drawn: {intervals}.</p>{published}'
     )
+
+
+def worded(text: str) -> str:
+    """A claim's text as HTML, each scheme label in it shown as words with the label as
+    its tooltip."""
+    return coded(with_words(text))
 
 
 def shared_reasons(found: list[dict[str, Any]]) -> list[str]:

@@ -212,6 +212,21 @@ def counted(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def claim_record(records: Sequence[dict[str, Any]], claim_id: str) -> dict[str, Any] | None:
+    """The record of claim ``claim_id`` among a run's claim records (None when absent)."""
+    return next((r for r in records if r.get("id") == claim_id), None)
+
+
+def verdict_sentence(record: dict[str, Any]) -> str:
+    """A claim's verdict as the claims table gives it, in one sentence, for a section that
+    speaks of the same numbers: 'Molina 2023's claim "..." is not reproduced in this run
+    (<why>; see Claims).'"""
+    why = str(record.get("why") or "")
+    return f'{record["paper"]}\'s claim "{record["claim"]}" is {record["verdict"]} in this run ' + (
+        f"({why}; see Claims)." if why else "(see Claims)."
+    )
+
+
 def count_sentence(count: dict[str, Any]) -> str:
     """The summary's sentence: "10 claims: 2 reproduced, 1 not reproduced, 7 inconclusive,
     0 not applicable, 0 not measured", every kind named even at 0."""

@@ -52,10 +52,30 @@ def escape(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
+class Html(str):
+    """Markup already built from escaped text: ``number``, ``table`` and ``readings`` keep
+    it as it is."""
+
+
+def coded(pieces: Sequence[tuple[str, str | None]]) -> Html:
+    """Text in which codes (a scheme label, a metric key) show as words: each (words, code)
+    piece is its words, with its code, when it has one, as the tooltip a reader hovers."""
+    return Html(
+        "".join(
+            escape(words)
+            if code is None
+            else f'<span class="coded" title="{escape(code)}">{escape(words)}</span>'
+            for words, code in pieces
+        )
+    )
+
+
 def number(value: Any, digits: int = 3) -> str:
     """A number for a table: integers as they are, floats to ``digits`` significant digits."""
     if value is None:
         return "–"
+    if isinstance(value, Html):
+        return value
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, int):
@@ -178,8 +198,10 @@ def data_script(element_id: str, figure_json: dict[str, Any]) -> str:
 
 
 def readings(lines: Sequence[str]) -> str:
-    """One-line plain readings of the key numbers, as a list."""
-    return '<ul class="readings">' + "".join(f"<li>{escape(x)}</li>" for x in lines) + "</ul>"
+    """One-line plain readings of the key numbers, as a list (``Html`` lines kept as they
+    are, the others escaped)."""
+    items = "".join(f"<li>{x if isinstance(x, Html) else escape(x)}</li>" for x in lines)
+    return f'<ul class="readings">{items}</ul>'
 
 
 def warning(text: str) -> str:

@@ -6,7 +6,7 @@ that the page embeds as JSON; nothing here computes a statistic.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -99,19 +99,25 @@ def per_layer(
     yaxis: str,
     log: bool = False,
     intervals: dict[str, dict[str, Any]] | None = None,
+    names: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """One line per key over layers, with 95% intervals as error bars where given
-    (``intervals``: layer -> key -> [low, high])."""
+    (``intervals``: layer -> key -> [low, high]); a line is named by its key, or by its
+    words in ``names`` with the key kept in its hover text."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
     for key in keys:
+        words = (names or {}).get(key)
         fig.add_scatter(
             x=[r["layer"] for r in rows],
             y=[r.get(key) for r in rows],
             mode="lines+markers",
-            name=key,
+            name=words or key,
             error_y=error_bars(rows, key, intervals),
+            hovertemplate=None
+            if words is None
+            else f"{words} ({key})<br>layer %{{x}}: %{{y}}<extra></extra>",
         )
     fig.update_layout(**_layout(title, "layer", yaxis))
     if log:
@@ -174,8 +180,9 @@ def bars(
     title: str,
     yaxis: str,
     errors: Sequence[tuple[float, float]] | None = None,
+    hover: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """Plain bars, with optional [low, high] error bars."""
+    """Plain bars, with optional [low, high] error bars and a hover text per bar."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
@@ -187,7 +194,13 @@ def bars(
             "array": [hi - (v or 0.0) for v, (_, hi) in zip(values, errors, strict=True)],
             "arrayminus": [(v or 0.0) - lo for v, (lo, _) in zip(values, errors, strict=True)],
         }
-    fig.add_bar(x=list(labels), y=list(values), error_y=error_y)
+    fig.add_bar(
+        x=list(labels),
+        y=list(values),
+        error_y=error_y,
+        hovertext=None if hover is None else list(hover),
+        hoverinfo=None if hover is None else "text+y",
+    )
     fig.update_layout(**_layout(title, "", yaxis))
     return as_dict(fig)
 

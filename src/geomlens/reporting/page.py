@@ -34,6 +34,7 @@ h1{margin:.6em 0 .2em}
 div.scroll{max-width:100%;overflow-x:auto;margin:.8em 0}
 table.numbers{border-collapse:collapse;margin:0;font-size:.88em}
 a.term{color:inherit;text-decoration:underline dotted}
+span.coded{text-decoration:underline dotted;cursor:help}
 pre{white-space:pre-wrap;overflow-wrap:anywhere}
 .how{display:block;color:#444;font-style:italic}
 .paper{font-size:.92em;color:#333}

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from geomlens.analyses.concepts.claims import best_scheme, sound_schemes
 from geomlens.analyses.concepts.schema import ConceptsMetrics
+from geomlens.analyses.concepts.scheme_words import TESTS, label_words
 from geomlens.reporting import interactive as plots
-from geomlens.reporting.html import number, paper, plot, readings, table
+from geomlens.reporting.html import coded, number, paper, plot, readings, table
 from geomlens.reporting.section import Section
 from geomlens.runs.runfolder import Run
 
@@ -19,24 +20,47 @@ def concepts_section(run: Run) -> str:
     if c.baseline is None or c.task is None:
         return readings(["Not computed in this run."])
     base, headline = c.baseline, c.headline_key
-    lines = [
+    measure = {"normalised_vs_acc_norm": "acc_norm (log-likelihood per character)"}
+    lines: list[str] = [
         f"Baseline on {base.n} items of {c.task.name} ({c.shots}-shot): acc "
         f"{base.acc:.3f}, acc_norm {base.acc_norm:.3f}, acc_bytes {base.acc_bytes:.3f} "
         f"(chance {base.chance:.3f}).",
-        f"Scores are normalised by the baseline's acc (summed log-likelihood): {headline}.",
+        coded(
+            [
+                ("Scores are ", None),
+                (
+                    "each scheme's accuracy over the baseline's "
+                    + measure.get(headline, "acc (summed log-likelihood)"),
+                    headline,
+                ),
+                (".", None),
+            ]
+        ),
     ]
     if name := best_scheme(c):  # the one the claims name: no input echo, nothing degenerate
         best = (c.schemes or {})[name]
         lines.append(
-            f"The best scheme, {name}, reaches {number(best.value(headline))} of the "
-            f"baseline (accuracy {best.acc:.3f})."
+            coded(
+                [
+                    ("The best scheme (", None),
+                    (label_words(name), name),
+                    (
+                        f") reaches {number(best.value(headline))} of the baseline (accuracy "
+                        f"{best.acc:.3f}).",
+                        None,
+                    ),
+                ]
+            )
         )
     _, left_out = sound_schemes(c)  # shown, but never read as the finding
     rows = []
-    for name, s in c.ranked():
+    for rank, (name, s) in enumerate(c.ranked(), 1):
         low, high = s.interval(headline)
         note = f"not a candidate: {left_out[name]}" if name in left_out else ""
-        rows.append([name, s.acc, s.value(headline), low, high, s.normalised_vs_acc_norm, note])
+        words = coded([(label_words(name), name)])
+        rows.append(
+            [rank, words, s.acc, s.value(headline), low, high, s.normalised_vs_acc_norm, note]
+        )
     parts = [
         paper(
             "singh",
@@ -46,24 +70,33 @@ def concepts_section(run: Run) -> str:
         readings(lines),
     ]
     if rows:
+        names = [name for name, _ in c.ranked()]
         parts.append(
             plot(
                 plots.bars(
-                    [r[0] for r in rows],
-                    [r[2] for r in rows],
+                    [
+                        f"{i}. {TESTS.get(n[:1], 'scheme').split()[0]}"
+                        for i, n in enumerate(names, 1)
+                    ],
+                    [r[3] for r in rows],
                     "Accuracy over the baseline's",
                     "normalised accuracy",
-                    errors=[(r[3] or 0.0, r[4] or 0.0) for r in rows],
+                    errors=[(r[4] or 0.0, r[5] or 0.0) for r in rows],
+                    hover=[f"{label_words(n)}<br>{n}" for n in names],
                 ),
                 "plot-concepts",
                 "Concept schemes: accuracy over the model's baseline accuracy, 95% intervals",
-                "one bar per scheme in the ranking's order: 1.0 is the baseline's accuracy, and "
-                "a bar whose interval holds 1.0 is not told apart from it by these items.",
+                "one bar per scheme in the ranking's order, numbered as in the table below "
+                "(hover a bar for its scheme): 1.0 is the baseline's accuracy, and a bar whose "
+                "interval holds 1.0 is not told apart from it by these items.",
             )
         )
-        header = ["scheme", "acc", "normalised", "95% low", "95% high", "vs acc_norm", "note"]
-        keys = [None, "acc", "normalised", None, None, "normalised_vs_acc_norm", None]
-        caption = "Schemes in the ranking's order (the best scheme is the best candidate)"
+        header = ["#", "scheme", "acc", "normalised", "95% low", "95% high", "vs acc_norm", "note"]
+        keys = [None, None, "acc", "normalised", None, None, "normalised_vs_acc_norm", None]
+        caption = (
+            "Schemes in the ranking's order (the best scheme is the best candidate; hover a "
+            "scheme for its label)"
+        )
         parts.append(table(header, rows, caption, keys=keys))
     parts.append(SECTION.static_figures(folder, ("concepts_",)))
     return "".join(parts)

@@ -24,7 +24,7 @@ from geomlens.analyses.decomposition.summary import (
     outlier_figure,
 )
 from geomlens.reporting import interactive as plots
-from geomlens.reporting.html import number, paper, plot, readings, table
+from geomlens.reporting.html import coded, number, paper, plot, readings, table
 from geomlens.reporting.section import Section, pct
 from geomlens.runs.runfolder import Run
 
@@ -50,7 +50,45 @@ def decomposition_readings(m: dict[str, Any]) -> list[str]:
         f"With position 0 included, the positional share reaches {pct(big['share_pos'])} at layer "
         f"{big['layer']}: compare the two views before reading the shares."
     )
-    return lines
+    ranks = rank_reading(rows)
+    return lines + ([ranks] if ranks else [])
+
+
+def directions(count: float) -> str:
+    """A count of directions in words: "1 direction", "7 directions", "6.5 directions"."""
+    return f"{number(count)} direction{'' if count == 1 else 's'}"
+
+
+def rank_reading(rows: list[dict[str, Any]]) -> str | None:
+    """One sentence relating the positional ranks the page gives, each a different count:
+    the ScreeNOT rank (noise in; the published tables' rank), the directions above the
+    noise floor (the low-rank claim's number) and the 95%-energy rank, with the noise
+    removed and in (medians over layers, position 0 skipped; None without them)."""
+    screenot, corrected = median_of(rows, "pos_rank"), median_of(rows, "pos_rank_corrected")
+    energy, energy_noisy = median_of(rows, "pos_rank95_corrected"), median_of(rows, "pos_rank95")
+    if screenot is None:
+        return None
+    counts = [
+        f"ScreeNOT keeps {directions(screenot)} of the estimate with its sampling "
+        "noise in (the rank the per-layer tables and the published numbers give)"
+    ]
+    if corrected is not None:
+        counts.append(
+            f"{number(corrected)} {'stands' if corrected == 1 else 'stand'} above the noise "
+            "floor once the noise is removed "
+            "(the number the low-rank claim reads)"
+        )
+    if energy is not None and energy_noisy is not None:
+        counts.append(
+            f"95% of the energy lies in {directions(energy)} with the noise removed "
+            f"and in {number(energy_noisy)} with it in"
+        )
+    elif energy_noisy is not None:
+        counts.append(f"95% of the energy lies in {directions(energy_noisy)}")
+    return (
+        "The positional ranks on this page count different things (medians over layers, "
+        f"position 0 skipped): {'; '.join(counts)}."
+    )
 
 
 def noise_reading(m: dict[str, Any]) -> str | None:
@@ -156,7 +194,9 @@ def intervals_reading(found: dict[str, Any]) -> str:
     """One sentence on how the intervals were obtained, or why there are none."""
     if not found.get("method"):
         return f"No intervals over contexts: {found.get('why', 'none in this run')}."
-    left = "; ".join(f"{k} ({why})" for k, why in (found.get("not_resampled") or {}).items())
+    left: list[tuple[str, str | None]] = []
+    for k, why in (found.get("not_resampled") or {}).items():
+        left += [("; " if left else "", None), (LINES.get(k, k), k), (f" ({why})", None)]
     rank = found.get("sketch_rank")
     sketch = (
         f" The relative norms' draws estimate the top eigenvalue from a {rank}-column sketch "
@@ -164,10 +204,13 @@ def intervals_reading(found: dict[str, Any]) -> str:
         if rank
         else ""
     )
-    return (
+    said = (
         f"Intervals (95%, position 0 skipped): {found['method']}; {found['n_draws']} draws of "
-        f"{found['groups']} groups.{sketch}" + (f" Not resampled: {left}." if left else "")
+        f"{found['groups']} groups.{sketch}"
     )
+    if not left:
+        return said
+    return coded([(said + " Not resampled: ", None), *left, (".", None)])
 
 
 def decomposition_section(run: Run) -> str:
@@ -244,14 +287,21 @@ def per_layer_plots(
     return [
         plot(
             plots.per_layer(
-                rows, SHARE_KEYS, "Shares with 95% intervals", "share", intervals=per_layer
+                rows,
+                SHARE_KEYS,
+                "Shares with 95% intervals",
+                "share",
+                intervals=per_layer,
+                names=LINES,
             ),
             "plot-share-intervals",
             "Positional and context shares with their intervals over contexts (position 0 skipped)",
             HOW["share_intervals"],
         ),
         plot(
-            plots.per_layer(rows, plots.RANK_KEYS, "Positional rank", "rank", intervals=per_layer),
+            plots.per_layer(
+                rows, plots.RANK_KEYS, "Positional rank", "rank", intervals=per_layer, names=LINES
+            ),
             "plot-ranks",
             "Rank of the positional part (position 0 skipped)",
             HOW["ranks"],
@@ -263,6 +313,7 @@ def per_layer_plots(
                 "Frequency, incoherence and topic clustering",
                 "value",
                 intervals=per_layer,
+                names=LINES,
             ),
             "plot-geometry",
             "Gram low-frequency share, smoothness, incoherence against random, and topic ARI",
@@ -276,14 +327,32 @@ def per_layer_plots(
                 "Two low-frequency numbers, noise in and removed",
                 "share",
                 intervals=per_layer,
+                names=LINES,
             ),
             "plot-low-frequency",
-            "Low-frequency energy share (pos_low_freq_energy*) and Gram low-frequency share "
-            "(pos_low_freq*), each with the noise in and removed (position 0 skipped)",
+            "Low-frequency energy share and Gram low-frequency share, each with the noise in "
+            "and removed (position 0 skipped)",
             HOW["low_frequency"],
         ),
     ]
 
+
+LINES = {
+    "share_pos": "positional share",
+    "share_ctx": "context share",
+    "pos_rank": "ScreeNOT rank",
+    "pos_rank95": "95%-energy rank",
+    "pos_stable_rank": "stable rank",
+    "pos_low_freq": "Gram low-frequency share, noise in",
+    "pos_low_freq_corrected": "Gram low-frequency share, noise removed",
+    "pos_low_freq_energy": "low-frequency energy share, noise in",
+    "pos_low_freq_energy_corrected": "low-frequency energy share, noise removed",
+    "pos_smoothness": "smoothness",
+    "incoherence_mean": "incoherence (mean principal-angle cosine)",
+    "incoherence_random": "incoherence of random subspaces",
+    "ctx_cluster_ari": "topic clustering (ARI)",
+}
+"""The words each per-layer line is named by on the page (its key in its hover text)."""
 
 LOW_FREQ_KEYS = [
     "pos_low_freq_energy",
@@ -313,8 +382,9 @@ def page_noise_plots(
             plot(
                 incoherence_figure(rows, per_layer),
                 "plot-incoherence-ratio",
-                f"The {INCOHERENCE_RATIO} per layer: coherence_max_corrected over "
-                "coherence_random_max (position 0 skipped)",
+                f"The {INCOHERENCE_RATIO} per layer: the largest |cos| between positional "
+                "(noise removed) and context vectors over that of random vectors (position 0 "
+                "skipped)",
                 HOW["incoherence_ratio"],
             )
         )
@@ -338,8 +408,11 @@ HOW = {
     "out, whose large norm can dominate the positional share.",
     "share_intervals": "a line per share over layers; the error bars are 95% intervals over "
     "the windows, so two layers whose bars overlap are not told apart by this corpus.",
-    "ranks": "how many directions the positional part needs per layer: a flat line far "
-    "below the positions counted means a low-rank positional basis.",
+    "ranks": "how many directions the positional part needs per layer, three ways, each of "
+    "the estimate with its sampling noise in: ScreeNOT's rank, the fewest directions holding "
+    "95% of the energy, and the stable rank; a flat line far below the positions counted "
+    "means a low-rank positional basis (the low-rank claim counts directions above the noise "
+    "floor instead: see the readings above).",
     "noise_share": "one point per layer: the share of pos's energy that is sampling noise "
     "(error bars: 95% intervals over contexts). Under the 10% line a claim on the positional "
     "estimate is decided on its own; above the 0.65 line the low-frequency interval's "
@@ -355,7 +428,7 @@ HOW = {
     "pos's energy in the lowest 10% of frequencies over positions (the claim reads it, noise "
     "removed); the Gram low-frequency share is the share of the normalised Gram matrix's "
     "2-D cosine transform in its lowest 10% x 10% block. Noise pulls the first toward 0.1.",
-    "geometry": "Gram low-frequency share (pos_low_freq) near 1 and smoothness near 0 mean "
+    "geometry": "Gram low-frequency share near 1 and smoothness near 0 mean "
     "pos[t] changes slowly "
     "with t; incoherence below its random line means the positional and context directions "
     "are closer to orthogonal than chance; ARI near 0 means no topic clusters.",

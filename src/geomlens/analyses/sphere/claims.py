@@ -16,6 +16,9 @@ MOLINA_SCOPE = (
     "encoder-only model's readout through its embeddings is not one"
 )
 
+GAMMA_BETA = "molina.gamma_beta_common_words"
+"""The id of the claim on the final norm's gamma/beta (the sphere section quotes it)."""
+
 
 def sphere_claims(metrics: dict[str, Any], model: dict[str, Any]) -> list[Claim]:
     sphere = SphereClaimsView.of(metrics)
@@ -111,7 +114,7 @@ def _gamma_beta_claim(top: GammaBetaView, outside: str | None) -> Claim:
             guards.same_numbers(zipf.affine, zipf.plain, "the mean Zipf frequencies compared"),
         ]
     claim = Claim(
-        "molina.gamma_beta_common_words",
+        GAMMA_BETA,
         "The final norm's gamma/beta shift the top-scoring tokens toward common words",
         MOLINA,
         "mean Zipf frequency (wordfreq, each token in its own script's language) of the "

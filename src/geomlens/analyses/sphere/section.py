@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from geomlens.analyses.common.readout import untrained_readout
+from geomlens.analyses.sphere.claims import GAMMA_BETA, sphere_claims
 from geomlens.analyses.sphere.schema import Ffn, HeadProbe, SphereMetrics
+from geomlens.reporting.claims import claim_record, verdict_sentence
 from geomlens.reporting.html import number, paper, readings, table
 from geomlens.reporting.section import Section
 from geomlens.runs.runfolder import Run
@@ -21,21 +24,36 @@ NORM_READING = {
 """What each norm kind does to a vector before its gain, in words."""
 
 
-def token_rank_reading(ranks: dict[str, float | None]) -> str:
-    """The gamma/beta reading of the top tokens, or why there is nothing to compare."""
+def token_rank_reading(ranks: dict[str, float | None], verdict: dict[str, Any] | None) -> str:
+    """The top tokens' corpus-frequency rank with and without the final gamma/beta, and the
+    verdict of the claim they bear on, as the claims table gives it (``verdict``: its
+    record; the section never decides the claim on its own)."""
     affine, plain = ranks.get("affine"), ranks.get("plain")
     if affine is None or plain is None:
-        return "The top tokens' corpus frequency was not measured."
-    if affine == plain:
-        return (
+        said = "The top tokens' corpus frequency was not measured."
+    elif affine == plain:
+        said = (
             "Removing the final gamma/beta does not change the top tokens' mean corpus-"
-            f"frequency rank ({number(affine)}): nothing here to compare."
+            f"frequency rank ({number(affine)})."
         )
-    return (
-        "Top tokens by readout score have mean corpus-frequency rank (1 = most frequent "
-        f"token) {number(affine)} with the final gamma/beta and {number(plain)} without "
-        f"(vocabulary mean {number(ranks.get('vocab_mean'))})."
-    )
+    else:
+        said = (
+            "Top tokens by readout score have mean corpus-frequency rank (1 = most frequent "
+            f"token) {number(affine)} with the final gamma/beta and {number(plain)} without "
+            f"(vocabulary mean {number(ranks.get('vocab_mean'))})."
+        )
+    return said if verdict is None else f"{said} {verdict_sentence(verdict)}"
+
+
+def gamma_beta_record(run: Run) -> dict[str, Any] | None:
+    """The record of Molina's gamma/beta claim: the run's own (the claims table's), or
+    computed from its numbers for a run made before claims were kept."""
+    found = claim_record(run.metrics.get("claims") or [], GAMMA_BETA)
+    if found is None and "claims" not in run.metrics:
+        model = run.manifest.get("model") or {}
+        computed = [c.to_dict() for c in sphere_claims(run.metrics, model)]
+        found = claim_record(computed, GAMMA_BETA)
+    return found
 
 
 def ffn_part(folder: Path, ffn: Ffn | None) -> str:
@@ -135,7 +153,7 @@ def sphere_section(run: Run) -> str:
     lines = [
         f"Every norm of this model is {does}, up to a relative error of "
         f"{identity.max_rel_err:.1e} against that construction.",
-        token_rank_reading(ranks),
+        token_rank_reading(ranks, gamma_beta_record(run)),
         f"The prompt {s.prompt!r} is read as {traj.prediction!r} at the last layer.",
     ]
     top = s.top_tokens
