@@ -15,14 +15,15 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from geomlens.analyses.concepts.scheme_words import with_words
 from geomlens.analyses.decomposition.schema import run_published, skip_first_layers
 from geomlens.analyses.overview import published_tables
 from geomlens.analyses.registry import run_claims
 from geomlens.errors import GeomlensError
 from geomlens.io.files import damaged, replacing, write_text_atomic
 from geomlens.reporting import interactive as plots
-from geomlens.reporting.html import escape, plot, section, table
-from geomlens.reporting.page import LOADER, STYLE
+from geomlens.reporting.html import coded, escape, plot, readings, section, table
+from geomlens.reporting.page import LOADER, STYLE, plotly_element
 from geomlens.runs.runfolder import RERUN, Run, open_run
 
 COLUMNS = (
@@ -157,7 +158,9 @@ def claims_table(runs: list[Run]) -> tuple[list[str], list[list[Any]]]:
     rows = []
     for cid in order:
         first = next(claims[cid] for claims in found if cid in claims)
-        cells = [claim_cell(claims[cid]) if cid in claims else "–" for claims in found]
+        cells = [
+            coded(with_words(claim_cell(claims[cid]))) if cid in claims else "–" for claims in found
+        ]
         rows.append([first["claim"], first["paper"], *cells])
     return ["claim", "paper", *(label(r) for r in runs)], rows
 
@@ -200,8 +203,6 @@ def write_csv(path: Path, header: list[str], rows: list[list[Any]]) -> None:
 def write_compare(paths: list[str | Path], out: str | Path) -> Path:
     """Write compare.html, compare.csv (every layer) and compare_claims.csv into ``out``;
     return the HTML path."""
-    import plotly.offline
-
     runs = load_runs(paths)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -210,10 +211,18 @@ def write_compare(paths: list[str | Path], out: str | Path) -> Path:
     write_csv(out / "compare.csv", header, long)
     write_csv(out / "compare_claims.csv", ["run", *CLAIM_KEYS], claim_rows(runs))
     figures = "".join(
-        plot(depth_figure(runs, key), f"plot-{key}", f"{key} by relative depth")
-        for key in ("share_pos", "rel_norm_pos", "pos_rank")
+        plot(depth_figure(runs, key), f"plot-{key}", f"{words} by relative depth", DEPTH_HOW)
+        for key, words in DEPTH_FIGURES.items()
     )
     body = section(
+        "runs",
+        "The runs",
+        readings([shape_sentence(runs)])
+        + table(
+            ["run", "model", "corpus", "C (windows)", "T (tokens each)", "command"], run_rows(runs)
+        ),
+    )
+    body += section(
         "table1",
         "Medians over layers (position 0 skipped)",
         table(["run", "layers", *COLUMNS], summary_rows(runs)),
@@ -231,13 +240,64 @@ def write_compare(paths: list[str | Path], out: str | Path) -> Path:
     title = "geomlens comparison: " + ", ".join(label(r) for r in runs)
     page = (
         '<!DOCTYPE html><html lang="en" class="no-js"><head><meta charset="utf-8">'
-        f"<title>{escape(title)}</title><style>{STYLE}</style>"
-        f"<script>{plotly.offline.get_plotlyjs()}</script></head><body>"
-        '<nav><a href="#table1">Table 1</a><a href="#claims">Claims</a>'
+        f"<title>{escape(title)}</title><style>{STYLE}</style>{plotly_element()}</head><body>"
+        '<nav><a href="#runs">Runs</a><a href="#table1">Table 1</a><a href="#claims">Claims</a>'
         '<a href="#figures">Figures</a><a href="#layers">Every layer</a></nav>'
         f"<main><h1>{escape(title)}</h1>{body}</main><script>{LOADER}</script></body></html>"
     )
     return write_text_atomic(out / "compare.html", page)
+
+
+DEPTH_FIGURES = {
+    "share_pos": "Positional share of the variance",
+    "rel_norm_pos": "Relative norm of the positional part",
+    "pos_rank": "ScreeNOT rank of the positional part",
+}
+"""The numbers drawn against relative depth, with the words that name them."""
+
+DEPTH_HOW = (
+    "one line per run, its layers spread from 0 (the embeddings) to 1 (the last layer) so "
+    "that models of different depth line up; position 0 skipped."
+)
+
+
+def run_rows(runs: list[Run]) -> list[list[Any]]:
+    """What each run read: its name, model, corpus, C windows of T tokens, command."""
+    return [
+        [
+            label(run),
+            (run.manifest.get("model") or {}).get("name", run.config.get("model")),
+            run.config.get("corpus"),
+            run.config.get("contexts"),
+            run.config.get("length"),
+            run.manifest.get("command"),
+        ]
+        for run in runs
+    ]
+
+
+def shape_sentence(runs: list[Run]) -> str:
+    """Whether the runs read the same C windows of T tokens, in one sentence; where they
+    differ, in which and why their numbers are then not like for like."""
+    shapes = {
+        "C": ("the windows", [run.config.get("contexts") for run in runs]),
+        "T": ("the tokens per window", [run.config.get("length") for run in runs]),
+    }
+    differ = {k: v for k, v in shapes.items() if len(set(v[1])) > 1}
+    if not differ:
+        c, t = shapes["C"][1][0], shapes["T"][1][0]
+        return f"Every run reads the same C = {c} windows of T = {t} tokens."
+    said = " and ".join(
+        f"in {k}, {what} ("
+        + ", ".join(f"{value} in {label(run)}" for value, run in zip(values, runs, strict=True))
+        + ")"
+        for k, (what, values) in differ.items()
+    )
+    return (
+        f"The runs differ {said}: their numbers are not like for like, since a positional "
+        "rank is bounded by the T positions counted and the positional estimate's sampling "
+        "noise falls as C grows; read a difference between them with that in mind."
+    )
 
 
 def depth_figure(runs: list[Run], key: str) -> dict[str, Any]:
@@ -254,5 +314,9 @@ def depth_figure(runs: list[Run], key: str) -> dict[str, Any]:
             mode="lines+markers",
             name=label(run),
         )
-    fig.update_layout(title={"text": key}, xaxis={"title": {"text": "relative depth"}}, height=340)
+    fig.update_layout(
+        title={"text": DEPTH_FIGURES.get(key, key)},
+        xaxis={"title": {"text": "relative depth"}},
+        height=340,
+    )
     return plots.as_dict(fig)

@@ -100,6 +100,12 @@ def packed_plotly() -> str:
     return packed(plotly.offline.get_plotlyjs())
 
 
+def plotly_element() -> str:
+    """The script element holding plotly.js as ``LOADER`` looks for it (gzip, base64, id
+    "plotly-gzip"): every page that draws figures carries it once, with ``LOADER`` last."""
+    return f'<script type="application/gzip-base64" id="plotly-gzip">{packed_plotly()}</script>'
+
+
 def metric_keys(data: Any) -> Iterator[str]:
     """Every dictionary key anywhere in ``data`` (the metrics' names)."""
     if isinstance(data, dict):
@@ -175,8 +181,7 @@ def build_page(run: Run, sections: Sequence[Section], run_claims: RunClaims) -> 
         '<!DOCTYPE html><html lang="en" class="no-js"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{escape(title)}</title><style>{STYLE}</style>"
-        f'<script type="application/gzip-base64" id="plotly-gzip">{packed_plotly()}</script>'
-        "</head><body>"
+        f"{plotly_element()}</head><body>"
         f'<nav id="nav">{nav}</nav><main><h1>{escape(title)}</h1>'
         '<noscript><p class="note">JavaScript is off: the tables, readings and static '
         "figures below are the full summary; the interactive figures need scripts (their "
