@@ -18,6 +18,7 @@ import shutil
 import statistics
 from html import unescape
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -212,3 +213,21 @@ def test_compare_draws_its_figures_and_says_the_runs_differ_in_t(comparison: Pat
     assert re.search(r"The runs differ in T, the tokens per window \(32 in [^,]+, 16 in ", runs)
     assert "differ in C" not in runs  # both read 16 windows
     assert "C (windows)" in runs and "T (tokens each)" in runs
+
+
+def test_compare_says_plainly_whether_the_runs_read_the_same_windows() -> None:
+    from geomlens.analyses.compare import shape_sentence
+
+    def run(name: str, contexts: int | None, length: int | None) -> Any:
+        config = {"model": "m", "contexts": contexts, "length": length}
+        return SimpleNamespace(path=Path(name), config=config, manifest={})
+
+    same = [run("a", 16, 32), run("b", 16, 32)]
+    assert shape_sentence(same) == "Every run reads the same C = 16 windows of T = 32 tokens."
+    both = shape_sentence([run("a", 16, 32), run("b", 64, 32), run("c", 16, 128)])
+    assert both.startswith(
+        "The runs differ in C, the windows (16 in m (a), 64 in m (b), 16 in m (c)) and in T, "
+        "the tokens per window (32 in m (a), 32 in m (b), 128 in m (c)): their numbers are "
+        "not like for like"
+    )
+    assert "not recorded" in shape_sentence([run("a", None, 32), run("b", 16, 32)])

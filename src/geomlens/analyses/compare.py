@@ -283,6 +283,8 @@ def shape_sentence(runs: list[Run]) -> str:
         "C": ("the windows", [run.config.get("contexts") for run in runs]),
         "T": ("the tokens per window", [run.config.get("length") for run in runs]),
     }
+    if any(value is None for _, values in shapes.values() for value in values):
+        return "C and T are not recorded for every run: compare their windows before their numbers."
     differ = {k: v for k, v in shapes.items() if len(set(v[1])) > 1}
     if not differ:
         c, t = shapes["C"][1][0], shapes["T"][1][0]
