@@ -215,10 +215,11 @@ def run_result(
     """The ``Result`` of ``runner`` (``run_capture``, ``run_decompose``, ...) called on
     ``config``, the command's ``own`` arguments and ``view`` (and ``auto`` with
     ``--contexts auto``)."""
+    from geomlens.config.options import AUTO, auto_budget
     from geomlens.pipeline.request import AutoContexts
 
     if config.auto_contexts:
-        own["auto"] = AutoContexts(config.budget)
+        own["auto"] = AutoContexts(auto_budget(AUTO, config.budget))
     done = runner(
         config.capture,
         config.out,
