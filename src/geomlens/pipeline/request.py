@@ -60,6 +60,11 @@ class Look(Protocol):
     @property
     def decided(self) -> bool: ...
 
+    @property
+    def measured(self) -> bool:
+        """Whether any of the rule's claims was measured (else nothing is to decide)."""
+        ...
+
 
 class ContextRule(Protocol):
     """When a capture extended in chunks holds contexts enough (``--contexts auto``): an

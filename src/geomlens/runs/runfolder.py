@@ -219,8 +219,15 @@ def config_differences(
 class RunFolder:
     """Writes one run: refuses a folder that holds a run of another config, resumes its own."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, checkpoint: str = "checkpoint") -> None:
         self.path = Path(path)
+        self.checkpoint = checkpoint
+
+    def for_chunk(self, contexts: int) -> RunFolder:
+        """This folder with the checkpoint of one chunk of ``--contexts auto`` (the chunk
+        that ends at ``contexts`` windows): under ``checkpoint/``, so a chunk resumes only
+        its own batches and clearing the run's checkpoint clears every chunk's."""
+        return RunFolder(self.path, f"checkpoint/to_{contexts}")
 
     @property
     def manifest_path(self) -> Path:
@@ -367,11 +374,11 @@ class RunFolder:
     # checkpoints -------------------------------------------------------------------------
     @property
     def checkpoint_dir(self) -> Path:
-        return self.path / "checkpoint"
+        return self.path / self.checkpoint
 
     def save_checkpoint(self, state: dict[str, torch.Tensor], batches_done: int) -> None:
         """Save accumulator state after ``batches_done`` batches (atomic: state, then progress)."""
-        self.checkpoint_dir.mkdir(exist_ok=True)
+        self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         save_atomic(state, self.checkpoint_dir / f"state_{batches_done:05d}.safetensors")
         write_json(self.checkpoint_dir / "progress.json", {"batches_done": batches_done})
         for old in self.checkpoint_dir.glob("state_*.safetensors"):
