@@ -170,6 +170,15 @@ def test_an_interruption_in_the_analysis_captures_nothing_again(tiny, tmp_path, 
     assert forwards == [] and calls == [64, 64]  # the saved statistics, analysed again
 
 
+def block_output(into: list[torch.Tensor]) -> Any:
+    """A forward hook appending a block's output hidden states to ``into``."""
+
+    def hook(module: Any, args: Any, output: Any) -> None:
+        into.append(output if torch.is_tensor(output) else output[0])
+
+    return hook
+
+
 def test_the_shards_of_every_chunk_read_as_one_store(tiny, tmp_path, forwards):
     from geomlens.models import load_model
 
@@ -184,9 +193,7 @@ def test_the_shards_of_every_chunk_read_as_one_store(tiny, tmp_path, forwards):
     for shard in store.iter_shards():
         seen.extend(shard["context_index"].tolist())
         last: list[torch.Tensor] = []  # the last block's output (HF's last state has ln_f)
-        hook = blocks[-1].register_forward_hook(
-            lambda m, i, o: last.append(o if torch.is_tensor(o) else o[0])
-        )
+        hook = blocks[-1].register_forward_hook(block_output(last))
         with torch.inference_mode():
             hf = view.model(shard["input_ids"], output_hidden_states=True).hidden_states
         hook.remove()
