@@ -209,6 +209,7 @@ def run(request: RunRequest) -> Run:
             request.check(request.command, config)
     if request.auto is not None:  # a rule and a budget, before anything loads
         auto_of(request)
+    check_corpus_given(config.corpus)
     if view is not None:  # a model loaded by the caller must be the one the config names
         check_given_view(view, config.model, config.dtype)
         require_finite_weights(view.model, str(config.model))
@@ -228,6 +229,19 @@ def sections_of(request: RunRequest) -> tuple[str, ...]:
     return request.sections if request.sections is not None else ("capture",)
 
 
+def figures_drawn(manifest: dict[str, Any]) -> str:
+    """The figure level a run drew (its manifest's; an earlier geomlens kept it in the
+    config, and drew "all" when it is absent)."""
+    return str(manifest.get("figures") or manifest.get("config", {}).get("figures") or "all")
+
+
+def check_corpus_given(corpus: Any) -> None:
+    """Refuse a corpus path that does not exist, before the run folder is compared (a
+    missing file is named, not taken for another config)."""
+    if isinstance(corpus, str) and corpus != "bbc" and not Path(corpus).expanduser().exists():
+        load_corpus(corpus)  # its one sentence on the missing source
+
+
 def reuse_finished(run: lifecycle.RunInFolder, request: RunRequest) -> Run | None:
     """The finished run in the folder when it is this request's with every part present; None
     (after a notice) when parts are missing; refused when it is another run.
@@ -243,8 +257,18 @@ def reuse_finished(run: lifecycle.RunInFolder, request: RunRequest) -> Run | Non
         finished=True,
     )
     missing = finished_parts_missing(folder, sections_of(request), request.taps is not None)
-    if not missing:
+    drawn = figures_drawn(run.previous or {})
+    if not missing and drawn == request.figures:
         return run.reuse()
+    if not missing:  # only the figures differ: the numbers stay, the stages draw again
+        print(
+            f"geomlens: notice: the finished run in {folder.path} drew figures '{drawn}'; "
+            f"drawing '{request.figures}' from its saved statistics.",
+            file=sys.stderr,
+            flush=True,
+        )
+        (folder.path / lifecycle.STAGES_FILE).unlink(missing_ok=True)
+        return None
     print(
         f"geomlens: notice: the finished run in {folder.path} lacks {', '.join(missing)}; "
         "computing what is missing again.",
@@ -301,6 +325,7 @@ def _run_locked(run: lifecycle.RunInFolder, request: RunRequest) -> Run:
         "corpus": corpus.record(),
         "device": str(view.device),
         "engine": request.engine.record(),
+        "figures": request.figures,  # not in the identity: a rerun may draw others
     }
     if config.save_activations and request.engine.activations_dir is not None:
         record["activations"] = request.engine.activations_location(folder)

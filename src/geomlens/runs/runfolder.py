@@ -202,13 +202,19 @@ def check_given_view(view: Any, named: str, want_dtype: str) -> None:
 _UNSET = object()
 
 
+PRESENTATION = ("figures",)
+"""Options a run folder's config may hold (recorded by an earlier geomlens) that cannot
+change a number: never compared, so a rerun that changes only them reuses the run."""
+
+
 def config_differences(
     recorded: Mapping[str, Any], current: Mapping[str, Any], defaults: Mapping[str, Any]
 ) -> list[str]:
     """The fields in which two run configs differ, each side's missing fields read as
-    their defaults (a field missing on one side with no default differs)."""
+    their defaults (a field missing on one side with no default differs); presentation
+    options (``PRESENTATION``) are not compared."""
     differs = []
-    for key in sorted(set(recorded) | set(current)):
+    for key in sorted((set(recorded) | set(current)) - set(PRESENTATION)):
         old = recorded.get(key, defaults.get(key, _UNSET))
         new = current.get(key, defaults.get(key, _UNSET))
         if old is _UNSET or new is _UNSET or old != new:
