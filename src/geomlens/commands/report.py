@@ -24,8 +24,8 @@ from geomlens.analyses.staged import Staged, report_stages, report_taps
 from geomlens.analyses.walk.step import (
     WALK_GENERATE,
     check_generate,
-    default_text,
     encode_text,
+    fitted_default_text,
     read_text_file,
 )
 from geomlens.capturing.capture import CaptureConfig, check_length, resolve_layers
@@ -62,8 +62,11 @@ def preflight(
     longest answer."""
     check_length(view, config.length)
     resolve_layers(view, config.layers)
+    generate = WALK_GENERATE if view.generates else 0
+    # the packaged text is cut to the model's positions; a given text is refused instead
+    walked = text if text is not None else fitted_default_text(view, generate)[0]
     try:
-        ids, _ = encode_text(view, text if text is not None else default_text())
+        ids, _ = encode_text(view, walked)
     except GeomlensError as exc:
         if text is not None:
             raise
@@ -74,7 +77,7 @@ def preflight(
                 "few-shot prompt).",
             )
         ) from None
-    check_generate(view, len(ids), WALK_GENERATE if view.generates else 0)
+    check_generate(view, len(ids), generate)
     check_prompt(view, DEFAULT_PROMPT)
     if view.generates:
         from geomlens.analyses.concepts.baseline import prepare
