@@ -178,28 +178,12 @@ def chunked(
         if progress["stopped"]:
             break
         if acc is None or acc.n_contexts < n:
-            lo = 0 if acc is None else acc.n_contexts
-            chunk = folder.for_chunk(n)
-            job = CaptureJob(
-                view,
-                window_range(windows, lo, n),
-                replace(config, contexts=n - lo),
-                chunk,
-                request.progress,
-                request.checkpoint_every_s,
-                taps if lo == 0 else None,
-                StoreOffset(batches_before(looks, k, config.batch_size), lo),
-            )
-            part, spent = engine_capture(job, request.engine)
-            acc = part if acc is None else extend(acc, part)
-            if taps and lo == 0:  # filled from the first windows: saved with the first chunk
-                folder.save_stats("taps", taps.state_dict())
-            folder.save_stats(CHUNKS, acc.state_dict())
+            acc, spent = _next_chunk(folder, view, windows, request, taps, acc, looks[: k + 1])
             progress["contexts"] = n
             progress["tokens"] += spent.get("tokens", 0.0)
             progress["capture_seconds"] += spent.get("seconds", 0.0)
             save()
-            chunk.clear_checkpoint()
+            folder.for_chunk(n).clear_checkpoint()
         look = next((t for t in progress["looks"] if t["contexts"] == n), None)
         if look is None:
             look = _look(rule, acc, view, windows, n, config.batch_size, coverage, model)
@@ -234,6 +218,38 @@ def chunked(
         window_range(windows, 0, acc.n_contexts),
         _record(progress, coverage, auto),
     )
+
+
+def _next_chunk(
+    folder: RunFolder,
+    view: ModelView,
+    windows: Windows,
+    request: RunRequest,
+    taps: Taps | None,
+    acc: DecompositionAccumulator | None,
+    looks: tuple[int, ...],
+) -> tuple[DecompositionAccumulator, dict[str, float]]:
+    """The chunk up to the last of ``looks`` captured (resumed from its own checkpoint) and
+    merged into ``acc``, saved as the statistics so far (with the taps, filled from the
+    first chunk); the capture's timing."""
+    config, n = request.config, looks[-1]
+    lo = 0 if acc is None else acc.n_contexts
+    job = CaptureJob(
+        view,
+        window_range(windows, lo, n),
+        replace(config, contexts=n - lo),
+        folder.for_chunk(n),
+        request.progress,
+        request.checkpoint_every_s,
+        taps if lo == 0 else None,
+        StoreOffset(batches_before(looks, len(looks) - 1, config.batch_size), lo),
+    )
+    part, spent = engine_capture(job, request.engine)
+    merged = part if acc is None else extend(acc, part)
+    if taps and lo == 0:  # filled from the first windows: saved with the first chunk
+        folder.save_stats("taps", taps.state_dict())
+    folder.save_stats(CHUNKS, merged.state_dict())
+    return merged, spent
 
 
 def _look(

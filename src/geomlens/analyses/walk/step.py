@@ -95,12 +95,12 @@ def default_text() -> str:
     return (resources.files("geomlens") / "data" / "walk_prompt.txt").read_text(encoding="utf-8")
 
 
-def _fits(view: ModelView, text: str, generate: int) -> bool:
+def _fits(view: ModelView, positions: int, text: str, generate: int) -> bool:
     """Whether ``text`` (and ``generate`` generated tokens after it, on a decoder) fits the
-    model's positions, with the 2 tokens a walk needs."""
+    model's ``positions``, with the 2 tokens a walk needs."""
     n = len(view.tokenizer(text)["input_ids"])
-    room = view.n_ctx if view.is_seq2seq else view.n_ctx - n + 1
-    return 2 <= n <= view.n_ctx and (generate <= 0 or generate <= room)
+    room = positions if view.is_seq2seq else positions - n + 1
+    return 2 <= n <= positions and (generate <= 0 or generate <= room)
 
 
 def fitted_default_text(view: ModelView, generate: int = 0) -> tuple[str, str | None]:
@@ -108,14 +108,14 @@ def fitted_default_text(view: ModelView, generate: int = 0) -> tuple[str, str | 
     model with fewer positions than the text's tokens), and the sentence the page shows
     when it was cut (None: it fits whole, or not even its first line fits, which
     ``encode_text`` then refuses)."""
-    text = default_text()
-    if view.n_ctx is None or _fits(view, text, generate):
+    text, positions = default_text(), view.n_ctx
+    if positions is None or _fits(view, positions, text, generate):
         return text, None
     lines = text.rstrip("\n").split("\n")
     lo, hi = 0, len(lines)  # the most lines that fit: lo fits (0: none), hi does not
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if _fits(view, "\n".join(lines[:mid]).rstrip() + "\n", generate):
+        if _fits(view, positions, "\n".join(lines[:mid]).rstrip() + "\n", generate):
             lo = mid
         else:
             hi = mid
@@ -125,7 +125,7 @@ def fitted_default_text(view: ModelView, generate: int = 0) -> tuple[str, str | 
     n_tokens = len(view.tokenizer(cut)["input_ids"])
     return cut, (
         f"The packaged walk text was cut to its first {lo} of {len(lines)} lines "
-        f"({n_tokens} tokens) to fit the {view.n_ctx} positions of {view.name}."
+        f"({n_tokens} tokens) to fit the {positions} positions of {view.name}."
     )
 
 
