@@ -88,3 +88,45 @@ def test_a_missing_corpus_is_named_before_the_folder_is_compared(tiny, tmp_path,
     err = capsys.readouterr().err
     assert "does not exist" in err and "different config" not in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_a_report_with_other_figures_runs_its_stages_again_on_the_saved_capture(
+    tmp_path, capsys, monkeypatch
+):
+    """The report records its finished stages; other figures run them again (each stage
+    draws its own) on the capture it saved: no capture forward pass, and metrics.json
+    keeps the first run's numbers byte for byte (its statistics were compacted)."""
+    import transformers
+    from tiny_models import small_tokenizer
+
+    tokenizer = small_tokenizer(True)
+    config = transformers.BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=48,
+    )
+    torch.manual_seed(0)
+    model = tmp_path / "bert"
+    transformers.BertModel(config).save_pretrained(model)
+    tokenizer.save_pretrained(model)
+    out = tmp_path / "run"
+    argv = ["report", "--model", str(model), "--contexts", "8", "--length", "16", "--quiet"]
+    assert main([*argv, "--figures", "none", "--out", str(out)]) == 0, capsys.readouterr().err
+    numbers = (out / "metrics.json").read_bytes()
+    assert not list(out.glob("figures/*.png"))
+    captured: list[int] = []
+    real = capture_module.stream_batches
+
+    def counted(*args, **kwargs):
+        captured.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(capture_module, "stream_batches", counted)
+    capsys.readouterr()
+    assert main([*argv, "--figures", "all", "--out", str(out)]) == 0
+    assert "drawing 'all' from its saved statistics" in capsys.readouterr().err
+    assert captured == []  # the capture loop did not run again
+    assert (out / "metrics.json").read_bytes() == numbers
+    assert list(out.glob("figures/*.png"))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import hashlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -40,6 +41,7 @@ from geomlens.config.options import (
 from geomlens.config.run import CaptureRunConfig
 from geomlens.engines import EngineConfig
 from geomlens.errors import GeomlensError
+from geomlens.io.files import write_text_atomic
 from geomlens.models.facts import check_before_loading
 from geomlens.models.loading import load_configured
 from geomlens.models.view import ModelView
@@ -191,10 +193,27 @@ def _report_locked(
         checked=True,  # validated and checked above, before the model loaded
         auto=auto,
     )
+    kept = numbers_to_keep(Path(out), figures)
     run = pipeline.run(request)
+    if kept is not None:  # only the figures were drawn again: the first run's numbers stand
+        write_text_atomic(run.path / "metrics.json", kept)
     store_compact(run.path)  # every stage has read the interval groups: keep what is read later
     registry.write_report(run.path)
     return open_run(run.path)
+
+
+def numbers_to_keep(out: Path, figures: FigureLevel) -> str | None:
+    """metrics.json of a finished report in ``out`` that drew other figures than
+    ``figures`` (None otherwise). Its stages run again to draw them, on statistics
+    compacted when it finished (float32, without the interval groups), which would give
+    plain numbers without their intervals: the first run's numbers are kept instead."""
+    try:
+        manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+        if manifest.get("status") != "complete" or pipeline.figures_drawn(manifest) == figures:
+            return None
+        return (out / "metrics.json").read_text(encoding="utf-8")
+    except (OSError, ValueError, AttributeError):  # no finished run there: nothing kept
+        return None
 
 
 @dataclass(frozen=True)
