@@ -41,6 +41,9 @@ def test_examples_run(name, tmp_path, monkeypatch):
     results = runner.summarize(verbose=False)
     assert results.failed == 0, report.getvalue()
     assert results.attempted >= 4
+    # the run folders go under runs/; a file an example makes (the concepts task) goes to
+    # a temporary folder, not the reader's working folder
+    assert sorted(p.name for p in tmp_path.iterdir()) in ([], ["runs"])
 
 
 def test_every_entry_function_has_an_example():

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from geomlens.commands import COMMANDS, HELP
 from geomlens.errors import GeomlensError, one_line, os_error_sentence
+from geomlens.io.library_warnings import plain_warnings
 
 if TYPE_CHECKING:
     from geomlens.capturing.capture import CaptureConfig
@@ -103,7 +104,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         argv = [a for a in args_list if a != "--debug"]
         args = build_parser(argv).parse_args(argv)
-        return int(command_module(args.command).main(args))
+        if debug:  # the libraries' warnings as Python prints them, paths and all
+            return int(command_module(args.command).main(args))
+        with plain_warnings():
+            return int(command_module(args.command).main(args))
     except GeomlensError as exc:
         print(f"geomlens: error: {bounded(str(exc))}", file=sys.stderr)
         return 2

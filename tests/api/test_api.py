@@ -45,7 +45,7 @@ def check_result(result: geomlens.Result, command: str, folder: Path, names: set
     assert all(isinstance(f, go.Figure) for f in result.figures.values())
     page = result._repr_html_()
     assert page.count("plotly-graph-div") == len(result.figures)
-    assert page.count("* plotly.js v") == 1  # plotly.js inlined once, with the first figure
+    assert page.count("* plotly.js v") <= 1  # plotly.js inlined once per session at most
     assert 'src="https://cdn.plot.ly' not in page  # nothing loaded from the network
     assert str(folder) in page
     assert str(folder) in result.summary()[0]

@@ -42,10 +42,12 @@ def refused(capsys, out: Path, *argv: str) -> str:
     return err
 
 
-def test_report_default_text_too_long(short_model, tmp_path, capsys):
+def test_report_default_text_is_cut_to_the_positions(short_model, tmp_path, capsys):
+    """The packaged walk text (about 1,000 characters) is cut to the model's 64 positions
+    instead of refused; what is refused is the concept task's first item."""
     err = refused(capsys, tmp_path / "run", "report", "--model", str(short_model), *SMALL)
-    assert f"more than {short_model} accepts ({N_POSITIONS})" in err
-    assert "--text or --text-file" in err
+    assert "walk text" not in err
+    assert "more than" in err and f"({N_POSITIONS})" in err and "shorter items" in err
 
 
 def test_report_generated_tokens_past_the_positions(short_model, tmp_path, capsys):

@@ -21,6 +21,7 @@ from geomlens.config.options import (
     capture_options,
     configs,
     flag_of,
+    options_table,
 )
 from geomlens.engines import EngineConfig
 
@@ -171,3 +172,32 @@ def test_the_api_refuses_a_budget_of_no_minutes_before_loading(tmp_path):
     with pytest.raises(GeomlensError, match="--budget takes a positive number of minutes"):
         api.capture(contexts="auto", budget=0.0, out=str(tmp_path / "run"))
     assert not (tmp_path / "run").exists()
+
+
+def test_a_budget_with_fixed_contexts_is_refused_in_one_sentence(tmp_path, capsys):
+    """--budget bounds only --contexts auto: with a fixed number it would be ignored, so the
+    command line (exit 2) and the API refuse it before anything loads."""
+    from geomlens.cli import main
+    from geomlens.errors import GeomlensError
+
+    out = tmp_path / "run"
+    code = main(["decompose", "--contexts", "64", "--budget", "5", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert "--budget bounds only --contexts auto" in err
+    with pytest.raises(GeomlensError, match="--budget bounds only --contexts auto"):
+        api.capture(contexts=8, budget=5.0, out=str(out))
+    assert not out.exists()
+
+
+def test_help_shows_the_defaults_of_contexts_and_length(capsys):
+    """--help names the default of --contexts and --length (CaptureConfig's, written once)."""
+    from geomlens.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["decompose", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    default = CaptureConfig()
+    assert f"C: number of windows (default {default.contexts})" in shown
+    assert f"T: tokens per window (default {default.length})" in shown
+    assert "%(default)s" not in options_table(CaptureArguments)

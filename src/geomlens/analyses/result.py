@@ -67,6 +67,19 @@ def pandas() -> Any:
     return pandas
 
 
+PLOTLY_JS = {"inlined": False}
+"""Whether a displayed ``Result`` has inlined plotly.js in this Python session (a notebook's
+kernel): the first display carries it (about 4.9 MB; offline, no CDN) and every later one
+draws with it, instead of inlining it again."""
+
+
+def plotly_js_once() -> bool:
+    """True the first time in this session (inline plotly.js now), False after."""
+    first = not PLOTLY_JS["inlined"]
+    PLOTLY_JS["inlined"] = True
+    return first
+
+
 def _cell(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
@@ -182,9 +195,10 @@ class Result:
             for k, v in rows
         )
         parts = [f"<table>{body}</table>"]
-        for i, (name, fig) in enumerate(self.figures.items()):
-            # plotly.js once, inlined with the first figure (works offline); the others reuse it.
-            plot = fig.to_html(include_plotlyjs=i == 0, full_html=False)
+        # plotly.js once per session, inlined with the first figure shown (works offline);
+        # every later figure, of this result or another, reuses it
+        for name, fig in self.figures.items():
+            plot = fig.to_html(include_plotlyjs=plotly_js_once(), full_html=False)
             parts.append(f"<div title='{html.escape(name)}'>{plot}</div>")
         return "".join(parts)
 
@@ -215,10 +229,11 @@ def run_result(
     """The ``Result`` of ``runner`` (``run_capture``, ``run_decompose``, ...) called on
     ``config``, the command's ``own`` arguments and ``view`` (and ``auto`` with
     ``--contexts auto``)."""
+    from geomlens.config.options import AUTO, auto_budget
     from geomlens.pipeline.request import AutoContexts
 
     if config.auto_contexts:
-        own["auto"] = AutoContexts(config.budget)
+        own["auto"] = AutoContexts(auto_budget(AUTO, config.budget))
     done = runner(
         config.capture,
         config.out,

@@ -45,10 +45,12 @@ and need a decoder:
 ...     {"input": "On a clear day the sky is", "target_scores": {"blue": 1, "green": 0}},
 ...     {"input": "Fresh snow is", "target_scores": {"white": 1, "black": 0}},
 ... ]}
->>> with open("colours.json", "w") as f:
-...     f.write(json.dumps(task)) > 0
+>>> import tempfile
+>>> from pathlib import Path
+>>> colours = Path(tempfile.mkdtemp()) / "colours.json"
+>>> colours.write_text(json.dumps(task), encoding="utf-8") > 0
 True
->>> concepts = geomlens.concepts(task="colours.json", schemes=["sanity"], progress=False)
+>>> concepts = geomlens.concepts(task=str(colours), schemes=["sanity"], progress=False)
 >>> concepts.metrics["concepts"]["baseline"]["n"]
 2
 

@@ -40,7 +40,7 @@ class CaptureOptions(TypedDict, total=False):
     model: str | Path
     corpus: str | Path | Sequence[str]
     contexts: int | Literal["auto"]
-    budget: float
+    budget: float | None
     length: int
     layers: Sequence[int] | None
     batch_size: int
@@ -123,7 +123,8 @@ def capture(
         corpus: "bbc", a folder of .txt files, a .jsonl file, or a list of texts.
         contexts: C, the number of windows, or "auto": grown in chunks until the position
             claims are decided (docs/decomposition.md, "--contexts auto").
-        budget: with ``contexts="auto"``, minutes of capture and looks at most.
+        budget: only with ``contexts="auto"``: minutes the chunks after the first look may
+            take (default 20; the first look always runs).
         length: T, tokens per window.
         layers: hidden-state layers kept (None: all).
         batch_size: windows per forward pass.

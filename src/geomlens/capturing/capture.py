@@ -212,6 +212,20 @@ class BatchPlan:
         return slice(batch * b, min(self.n_contexts, (batch + 1) * b))
 
 
+@dataclass(frozen=True)
+class StoreOffset:
+    """Where one capture's activation shards sit in the run's store: a chunk of
+    ``--contexts auto`` numbers its shards after the earlier chunks' batches and its
+    contexts after their windows, so the store of every chunk reads as one capture."""
+
+    batches: int = 0
+    contexts: int = 0
+
+
+AT_START = StoreOffset()
+"""A capture whose shards start the store (every capture but a later chunk's)."""
+
+
 def stream_batches(
     view: ModelView,
     acc: DecompositionAccumulator,
@@ -223,10 +237,12 @@ def stream_batches(
     activations: str | Path | None = None,
     store_dtype: torch.dtype = torch.float32,
     on_bad_batch: OnBadBatch | None = None,
+    store_offset: StoreOffset = AT_START,
 ) -> Iterator[tuple[int, int]]:
     """The capture loop, the one every engine runs: each of ``batches`` through the model
     into ``acc`` (and the ``taps`` that read its windows), its activations written when
-    ``activations`` is given; yields (batch, tokens) after each.
+    ``activations`` is given (numbered after ``store_offset``); yields (batch, tokens)
+    after each.
 
     A batch holding NaN or inf adds nothing: ``on_bad_batch`` may save what came before
     (and says what it kept), then one sentence names the batch and its contexts.
@@ -247,9 +263,11 @@ def stream_batches(
                 nonfinite_sentence(exc, batch, plan.n_batches, rows, kept)
             ) from None
         if activations is not None:
-            corpus_rows = torch.arange(rows.start, rows.stop)
+            first = store_offset.contexts
+            corpus_rows = torch.arange(first + rows.start, first + rows.stop)
+            shard = store_offset.batches + batch
             write_shard(
-                activations, batch, ids, corpus_rows, plan.labels[local], hidden, store_dtype
+                activations, shard, ids, corpus_rows, plan.labels[local], hidden, store_dtype
             )
         yield batch, ids.numel()
 
@@ -278,6 +296,7 @@ def capture_windows(
     progress: bool = True,
     activations: str | None = None,
     taps: Taps | None = None,
+    store_offset: StoreOffset = AT_START,
 ) -> tuple[DecompositionAccumulator, dict[str, float]]:
     """Stream every window through the model into a decomposition accumulator (and
     ``taps``, filled from the first windows in the same passes: see ``capturing.taps``).
@@ -318,6 +337,7 @@ def capture_windows(
             activations=store,
             store_dtype=resolve_dtype(config.dtype),
             on_bad_batch=saved_before(acc, taps, folder),
+            store_offset=store_offset,
         ):
             tokens += n_tokens
             bar.update(n_tokens)

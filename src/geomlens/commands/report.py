@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import hashlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -24,8 +25,8 @@ from geomlens.analyses.staged import Staged, report_stages, report_taps
 from geomlens.analyses.walk.step import (
     WALK_GENERATE,
     check_generate,
-    default_text,
     encode_text,
+    fitted_default_text,
     read_text_file,
 )
 from geomlens.capturing.capture import CaptureConfig, check_length, resolve_layers
@@ -40,6 +41,7 @@ from geomlens.config.options import (
 from geomlens.config.run import CaptureRunConfig
 from geomlens.engines import EngineConfig
 from geomlens.errors import GeomlensError
+from geomlens.io.files import write_text_atomic
 from geomlens.models.facts import check_before_loading
 from geomlens.models.loading import load_configured
 from geomlens.models.view import ModelView
@@ -62,8 +64,11 @@ def preflight(
     longest answer."""
     check_length(view, config.length)
     resolve_layers(view, config.layers)
+    generate = WALK_GENERATE if view.generates else 0
+    # the packaged text is cut to the model's positions; a given text is refused instead
+    walked = text if text is not None else fitted_default_text(view, generate)[0]
     try:
-        ids, _ = encode_text(view, text if text is not None else default_text())
+        ids, _ = encode_text(view, walked)
     except GeomlensError as exc:
         if text is not None:
             raise
@@ -74,7 +79,7 @@ def preflight(
                 "few-shot prompt).",
             )
         ) from None
-    check_generate(view, len(ids), WALK_GENERATE if view.generates else 0)
+    check_generate(view, len(ids), generate)
     check_prompt(view, DEFAULT_PROMPT)
     if view.generates:
         from geomlens.analyses.concepts.baseline import prepare
@@ -188,10 +193,27 @@ def _report_locked(
         checked=True,  # validated and checked above, before the model loaded
         auto=auto,
     )
+    kept = numbers_to_keep(Path(out), figures)
     run = pipeline.run(request)
+    if kept is not None:  # only the figures were drawn again: the first run's numbers stand
+        write_text_atomic(run.path / "metrics.json", kept)
     store_compact(run.path)  # every stage has read the interval groups: keep what is read later
     registry.write_report(run.path)
     return open_run(run.path)
+
+
+def numbers_to_keep(out: Path, figures: FigureLevel) -> str | None:
+    """metrics.json of a finished report in ``out`` that drew other figures than
+    ``figures`` (None otherwise). Its stages run again to draw them, on statistics
+    compacted when it finished (float32, without the interval groups), which would give
+    plain numbers without their intervals: the first run's numbers are kept instead."""
+    try:
+        manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+        if manifest.get("status") != "complete" or pipeline.figures_drawn(manifest) == figures:
+            return None
+        return (out / "metrics.json").read_text(encoding="utf-8")
+    except (OSError, ValueError, AttributeError):  # no finished run there: nothing kept
+        return None
 
 
 @dataclass(frozen=True)

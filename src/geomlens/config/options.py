@@ -29,7 +29,7 @@ from typing import Any, Literal, TypeVar, get_args
 from geomlens.capturing.capture import CaptureConfig
 from geomlens.config.figure_level import FIGURE_LEVELS, FigureLevel
 from geomlens.engines import ENGINES, EngineConfig
-from geomlens.errors import seconds_option
+from geomlens.errors import GeomlensError, seconds_option
 
 MAX_LAYERS = 1_000_000
 """The widest --layers range read (bounds memory before any model is known)."""
@@ -102,6 +102,21 @@ def minutes_option(text: str) -> float:
     if not 0 < value < math.inf:
         raise argparse.ArgumentTypeError(f"takes a positive number of minutes (got {text!r})")
     return value
+
+
+AUTO_BUDGET = 20.0
+"""``--budget``'s minutes when ``--contexts auto`` is given without it."""
+
+
+def auto_budget(contexts: int | str, budget: float | None) -> float:
+    """The budget of a run: ``budget`` (default ``AUTO_BUDGET``) with ``--contexts auto``;
+    refused with a fixed number of contexts, which it would not bound."""
+    if budget is not None and contexts != AUTO:
+        raise GeomlensError(
+            f"--budget bounds only --contexts auto, but --contexts is {contexts}; give "
+            "--contexts auto or leave --budget out."
+        )
+    return AUTO_BUDGET if budget is None else budget
 
 
 def first_look(contexts: int | str) -> int:
@@ -205,17 +220,18 @@ class CaptureArguments:
     )
     contexts: int | Literal["auto"] = capture_option(
         parse_contexts,
-        help="C: number of windows, or 'auto': more in chunks until the position claims are "
-        "decided (see --budget)",
+        help="C: number of windows (default %(default)s), or 'auto': more in chunks until the "
+        "position claims are decided (see --budget)",
         convert=first_look,
     )
-    budget: float = run_option(
-        20.0,
+    budget: float | None = run_option(
+        None,
         minutes_option,
         metavar="MINUTES",
-        help="with --contexts auto: minutes of capture and looks at most (default 20)",
+        help=f"only with --contexts auto: minutes the chunks after the first look may take "
+        f"(default {AUTO_BUDGET:g}; the first look always runs)",
     )
-    length: int = capture_option(int, help="T: tokens per window")
+    length: int = capture_option(int, help="T: tokens per window (default %(default)s)")
     layers: Sequence[int] | None = capture_option(
         parse_layers, help="'all' (default), 0,4,8 or 0-6", convert=tuple
     )
@@ -400,7 +416,7 @@ def options_table(declaration: type) -> str:
             else:
                 placeholder = option.metavar or flag[2:].replace("-", "_").upper()
             shown, value = f"{flag} {placeholder}", _shown(default)
-        words = option.help or option.doc or ""
+        words = (option.help or option.doc or "").replace("%(default)s", str(default))
         for text, escaped in (("|", "\\|"), ("<", "&lt;"), (">", "&gt;")):
             words = words.replace(text, escaped)
         lines.append(f"| `{shown}` | {value} | {words} |")

@@ -11,7 +11,14 @@ from typing import Any, ClassVar, TypeVar
 
 from geomlens.capturing.capture import CaptureConfig
 from geomlens.config.figure_level import FigureLevel
-from geomlens.config.options import AUTO, DEFAULTS, RUN_OPTIONS, configs, folder_for
+from geomlens.config.options import (
+    AUTO,
+    DEFAULTS,
+    RUN_OPTIONS,
+    auto_budget,
+    configs,
+    folder_for,
+)
 from geomlens.engines import EngineConfig
 
 C = TypeVar("C", bound="CaptureRunConfig")
@@ -28,7 +35,8 @@ class CaptureRunConfig:
         progress: show progress bars.
         checkpoint_every: seconds between saves of resumable progress.
         figures: which figures are drawn ("all", "interactive": no static PNGs, "none").
-        budget: with ``auto_contexts``, the minutes the chunks' captures and looks may take.
+        budget: with ``auto_contexts``, the minutes the chunks after the first look may
+            take (None without it: a budget with fixed contexts is refused).
         auto_contexts: ``--contexts auto`` (``capture.contexts`` is then the first look).
     """
 
@@ -38,7 +46,7 @@ class CaptureRunConfig:
     progress: bool = DEFAULTS.progress
     checkpoint_every: float = DEFAULTS.checkpoint_every
     figures: FigureLevel = DEFAULTS.figures
-    budget: float = DEFAULTS.budget
+    budget: float | None = DEFAULTS.budget
     auto_contexts: bool = False
 
     command: ClassVar[str] = "capture"
@@ -51,11 +59,14 @@ class CaptureRunConfig:
         capture, engine = configs(arguments)
         shared = {"capture", "engine", "auto_contexts", *RUN_OPTIONS}
         own = {f.name: arguments[f.name] for f in dataclasses.fields(cls) if f.name not in shared}
+        auto = arguments["contexts"] == AUTO
+        budget = auto_budget(arguments["contexts"], arguments["budget"])
         return cls(
             capture=capture,
             engine=engine,
-            **{name: arguments[name] for name in RUN_OPTIONS if name != "out"},
+            **{name: arguments[name] for name in RUN_OPTIONS if name not in ("out", "budget")},
             out=folder_for(cls.command, arguments["out"], arguments["model"]),
-            auto_contexts=arguments["contexts"] == AUTO,
+            budget=budget if auto else None,
+            auto_contexts=auto,
             **own,
         )

@@ -12,7 +12,7 @@ from geomlens.engines.ray_import import require_ray
 from geomlens.errors import GeomlensError
 
 if TYPE_CHECKING:
-    from geomlens.capturing.capture import CaptureConfig
+    from geomlens.capturing.capture import CaptureConfig, StoreOffset
     from geomlens.capturing.taps import Taps
     from geomlens.corpus import Windows
     from geomlens.models.view import ModelView
@@ -96,6 +96,8 @@ class CaptureJob:
         progress: show a progress bar.
         checkpoint_every_s: at most this many seconds between checkpoints.
         taps: statistics filled in the same passes (``capturing.taps``), in place.
+        store_offset: where its activation shards sit in the run's store (a chunk of
+            ``--contexts auto``: after the earlier chunks'); None: at the start.
     """
 
     view: ModelView
@@ -105,3 +107,4 @@ class CaptureJob:
     progress: bool = True
     checkpoint_every_s: float = 30.0
     taps: Taps | None = None
+    store_offset: StoreOffset | None = None

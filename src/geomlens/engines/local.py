@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from geomlens.capturing.capture import capture_windows
+from geomlens.capturing.capture import AT_START, capture_windows
 from geomlens.engines.threads import torch_threads
 
 if TYPE_CHECKING:
@@ -30,4 +30,5 @@ def capture_local(
             checkpoint_every_s=job.checkpoint_every_s,
             activations=activations,
             taps=job.taps,
+            store_offset=job.store_offset or AT_START,
         )

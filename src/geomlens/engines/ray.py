@@ -15,6 +15,7 @@ lost attempt is counted.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from geomlens.capturing.capture import resolve_layers
+from geomlens.capturing.capture import AT_START, StoreOffset, resolve_layers
 from geomlens.capturing.interrupt import stop_at_batch_boundary
 from geomlens.capturing.taps import Taps
 from geomlens.engines.merge import merge_shards
@@ -109,6 +110,7 @@ class ShardWorker:
                 store_dtype=self.store_dtype,
                 groups=int(spec.get("groups", 0)),
                 taps=None if self.taps is None else self.taps.empty_like(),
+                store_offset=StoreOffset(*spec.get("store_offset", (0, 0))),
             )
             blob = state_to_bytes(state)
             finished = time.time()
@@ -280,6 +282,7 @@ def capture_ray(
             "groups": groups,
             "activations": engine.activations_location(folder) if config.save_activations else None,
             "taps": None if not taps else taps.factory,
+            "store_offset": dataclasses.astuple(job.store_offset or AT_START),
         }
         results = run_shards(
             ray,

@@ -16,7 +16,7 @@ import torch
 from safetensors.torch import load as load_bytes
 from safetensors.torch import save as save_bytes
 
-from geomlens.capturing.capture import BatchPlan, stream_batches
+from geomlens.capturing.capture import AT_START, BatchPlan, StoreOffset, stream_batches
 from geomlens.capturing.taps import Taps
 from geomlens.models.view import ModelView
 from geomlens.stats import DecompositionAccumulator
@@ -87,6 +87,7 @@ def capture_shard(
     store_dtype: torch.dtype = torch.float32,
     groups: int = 0,
     taps: Taps | None = None,
+    store_offset: StoreOffset = AT_START,
 ) -> dict[str, torch.Tensor]:
     """Run one shard's batches through the capture loop (``capturing.capture.stream_batches``,
     the loop the in-process capture runs) and return its accumulator state (on the host),
@@ -96,6 +97,7 @@ def capture_shard(
         input_ids: [len(shard.rows), T] the shard's windows; labels: [len(shard.rows)].
         activations: a folder or fsspec URL to write each batch's activation shard to.
         groups: the run's interval groups (its contexts' groups follow their global rows).
+        store_offset: where the capture's activation shards sit in the run's store.
 
     The accumulator lives on the model's device; its state is copied to the host once,
     at the end of the shard.
@@ -122,6 +124,7 @@ def capture_shard(
         taps=taps,
         activations=activations,
         store_dtype=store_dtype,
+        store_offset=store_offset,
     ):
         pass
     return acc.state_dict() | (taps.state_dict() if taps else {})

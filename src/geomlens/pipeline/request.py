@@ -60,6 +60,11 @@ class Look(Protocol):
     @property
     def decided(self) -> bool: ...
 
+    @property
+    def measured(self) -> bool:
+        """Whether any of the rule's claims was measured (else nothing is to decide)."""
+        ...
+
 
 class ContextRule(Protocol):
     """When a capture extended in chunks holds contexts enough (``--contexts auto``): an
@@ -156,10 +161,11 @@ class RunRequest:
     auto: AutoContexts | None = None
 
     def identity(self) -> dict[str, Any]:
-        """The run's config as its run folder records it (what makes two runs the same)."""
+        """The run's config as its run folder records it (what makes two runs the same):
+        only what can change a number. The figures drawn, the progress bars, the engine
+        and the checkpoints' pace are not in it (``runs.runfolder.PRESENTATION``): a rerun
+        that changes only those reuses the run's statistics and redraws."""
         options = dict(self.options)
-        if self.figures != "all":  # the default leaves earlier runs' configs as they were
-            options["figures"] = self.figures
         if self.auto is not None:
             options.update(contexts="auto", budget=self.auto.budget_minutes)
         return {**self.config.to_dict(), "command": self.command, **options}
@@ -167,11 +173,10 @@ class RunRequest:
 
 def identity_defaults(config_type: type[CaptureConfig]) -> dict[str, Any]:
     """The default of every identity field that has one (the capture options' of
-    ``config_type``, and the figure level's): a run recorded before such a field existed
-    is the same run while this one leaves the field at its default."""
-    found = {
+    ``config_type``): a run recorded before such a field existed is the same run while this
+    one leaves the field at its default."""
+    return {
         f.name: f.default
         for f in fields(config_type)
         if f.default is not MISSING and f.name not in NOT_IDENTITY
     }
-    return {**found, "figures": "all"}

@@ -7,10 +7,6 @@ folder's lifecycle (hold, claim, reuse, begin, complete) is ``runs.lifecycle``'s
 from __future__ import annotations
 
 import sys
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,15 +19,21 @@ from geomlens.capturing.capture import CaptureConfig, check_length, resolve_laye
 from geomlens.capturing.taps import Taps, fill_taps
 from geomlens.config.figure_level import figure_level
 from geomlens.corpus import Corpus, Windows, load_corpus, make_windows
-from geomlens.corpus.windows import window_range, windows_available
+from geomlens.corpus.windows import windows_available
 from geomlens.engines import CaptureJob
 from geomlens.engines import capture as engine_capture
-from geomlens.engines.merge import extend
 from geomlens.errors import GeomlensError
 from geomlens.io.files import damaged
 from geomlens.models.facts import check_before_loading
 from geomlens.models.loading import load_configured
 from geomlens.models.view import ModelView
+from geomlens.pipeline.auto import (
+    auto_of,
+    check_available,
+    chunked,
+    chunks_recorded,
+    finishing,
+)
 from geomlens.pipeline.request import AutoContexts, RunRequest, identity_defaults
 from geomlens.pipeline.taps import saved_taps
 from geomlens.runs import lifecycle
@@ -114,7 +116,8 @@ def prepare(
     looks = None
     if auto is not None and auto.rule is not None:
         available = windows_available(corpus, view.tokenizer, config.length, config.offset)
-        looks = auto.rule.looks(config.contexts, max(1, available))
+        check_available(available, config.length)
+        looks = auto.rule.looks(config.contexts, available)
     windows = make_windows(
         corpus,
         view.tokenizer,
@@ -205,7 +208,8 @@ def run(request: RunRequest) -> Run:
         if request.check is not None:  # the analyses' own limits, before the model loads
             request.check(request.command, config)
     if request.auto is not None:  # a rule and a budget, before anything loads
-        _auto(request)
+        auto_of(request)
+    check_corpus_given(config.corpus)
     if view is not None:  # a model loaded by the caller must be the one the config names
         check_given_view(view, config.model, config.dtype)
         require_finite_weights(view.model, str(config.model))
@@ -225,6 +229,19 @@ def sections_of(request: RunRequest) -> tuple[str, ...]:
     return request.sections if request.sections is not None else ("capture",)
 
 
+def figures_drawn(manifest: dict[str, Any]) -> str:
+    """The figure level a run drew (its manifest's; an earlier geomlens kept it in the
+    config, and drew "all" when it is absent)."""
+    return str(manifest.get("figures") or manifest.get("config", {}).get("figures") or "all")
+
+
+def check_corpus_given(corpus: Any) -> None:
+    """Refuse a corpus path that does not exist, before the run folder is compared (a
+    missing file is named, not taken for another config)."""
+    if isinstance(corpus, str) and corpus != "bbc" and not Path(corpus).expanduser().exists():
+        load_corpus(corpus)  # its one sentence on the missing source
+
+
 def reuse_finished(run: lifecycle.RunInFolder, request: RunRequest) -> Run | None:
     """The finished run in the folder when it is this request's with every part present; None
     (after a notice) when parts are missing; refused when it is another run.
@@ -240,8 +257,18 @@ def reuse_finished(run: lifecycle.RunInFolder, request: RunRequest) -> Run | Non
         finished=True,
     )
     missing = finished_parts_missing(folder, sections_of(request), request.taps is not None)
-    if not missing:
+    drawn = figures_drawn(run.previous or {})
+    if not missing and drawn == request.figures:
         return run.reuse()
+    if not missing:  # only the figures differ: the numbers stay, the stages draw again
+        print(
+            f"geomlens: notice: the finished run in {folder.path} drew figures '{drawn}'; "
+            f"drawing '{request.figures}' from its saved statistics.",
+            file=sys.stderr,
+            flush=True,
+        )
+        (folder.path / lifecycle.STAGES_FILE).unlink(missing_ok=True)
+        return None
     print(
         f"geomlens: notice: the finished run in {folder.path} lacks {', '.join(missing)}; "
         "computing what is missing again.",
@@ -298,6 +325,7 @@ def _run_locked(run: lifecycle.RunInFolder, request: RunRequest) -> Run:
         "corpus": corpus.record(),
         "device": str(view.device),
         "engine": request.engine.record(),
+        "figures": request.figures,  # not in the identity: a rerun may draw others
     }
     if config.save_activations and request.engine.activations_dir is not None:
         record["activations"] = request.engine.activations_location(folder)
@@ -317,9 +345,12 @@ def _run_locked(run: lifecycle.RunInFolder, request: RunRequest) -> Run:
         else folder.load_stats("decomposition", spec, layers, optional=OPTIONAL_STATE)
     )
     tapped = None if taps is None else Taps.made(view, taps)
-    auto, timing = None, dict[str, float]()
-    if request.auto is not None:  # an interrupted run of chunks starts again
-        acc, timing, windows, auto = chunked(folder, view, windows, request, tapped, manifest)
+    auto, timing = None, dict[str, Any]()
+    if request.auto is not None:  # resumed from its last saved chunk and batch
+        acc, timing, windows, auto = chunked(
+            folder, view, windows, request, tapped, manifest["model"]
+        )
+        write_json(folder.path / "windows.json", windows_record(windows))
     elif saved is not None:
         acc = DecompositionAccumulator.from_state_dict(saved)
         if tapped is not None and saved_taps(folder, view, taps) is None:  # type: ignore[arg-type]
@@ -348,144 +379,3 @@ def _run_locked(run: lifecycle.RunInFolder, request: RunRequest) -> Run:
     if auto is not None:
         return run.complete(timing, **chunks_recorded(folder, request, auto))
     return run.complete(timing)
-
-
-def _auto(request: RunRequest) -> AutoContexts:
-    """The request's ``--contexts auto`` with its rule (refused without one)."""
-    auto = request.auto
-    if auto is None or auto.rule is None:
-        raise GeomlensError(
-            "--contexts auto needs an analysis that decides when the contexts suffice, and "
-            "none is registered; give a number of contexts."
-        )
-    if not auto.budget_minutes > 0 or auto.budget_minutes == float("inf"):
-        raise GeomlensError(
-            f"--budget takes a positive number of minutes (got {auto.budget_minutes})."
-        )
-    return auto
-
-
-def chunked(
-    folder: RunFolder,
-    view: ModelView,
-    windows: Windows,
-    request: RunRequest,
-    taps: Taps | None,
-    manifest: dict[str, Any],
-) -> tuple[DecompositionAccumulator, dict[str, float], Windows, dict[str, Any]]:
-    """``--contexts auto``: capture the first look's windows, then each next chunk,
-    merged into one accumulator (``engines.merge.extend``), judging the rule's claims at
-    every look, until they are decided, the budget is spent, or the looks run out.
-
-    Returns the accumulator, the captures' timing, the windows captured (saved as the
-    run's windows.json) and the record ({"auto_contexts": ...}: the looks, why it
-    stopped, the contexts, the minutes, the error spending)."""
-    auto = _auto(request)
-    rule, config = auto.rule, request.config
-    assert rule is not None
-    looks = rule.looks(config.contexts, windows.n_contexts)
-    coverage = rule.level(len(looks))
-    folder.clear_checkpoint()  # another chunk's checkpoint must not resume into this one
-    started, acc, taken, stopped = time.perf_counter(), None, [], "last look"
-    timing: dict[str, float] = {"tokens": 0.0, "seconds": 0.0}
-    for k, n in enumerate(looks):
-        lo = 0 if acc is None else acc.n_contexts
-        job = CaptureJob(
-            view,
-            window_range(windows, lo, n),
-            replace(config, contexts=n - lo),
-            folder,
-            request.progress,
-            request.checkpoint_every_s,
-            taps if k == 0 else None,
-        )
-        part, spent = engine_capture(job, request.engine)
-        folder.clear_checkpoint()
-        timing = {key: timing[key] + spent.get(key, 0.0) for key in timing}
-        acc = part if acc is None else extend(acc, part)
-        before = time.perf_counter()
-        with threadpool_limits(limits=1, user_api="blas"):
-            seen = window_range(windows, 0, n)
-            look = rule.look(acc, view, seen, config.batch_size, coverage, manifest["model"])
-        elapsed, look_s = time.perf_counter() - started, time.perf_counter() - before
-        taken.append({"contexts": n, "minutes": elapsed / 60, "undecided": look.undecided})
-        undecided = "undecided " + (", ".join(look.undecided) or "none")
-        _say(f"look {k + 1}/{len(looks)}, {n} contexts, {elapsed / 60:.1f} min: {undecided}")
-        if look.decided:
-            stopped = "decided"
-            break
-        if k + 1 < len(looks):  # the next chunk's capture and look, at this pace
-            ahead = timing["seconds"] / n * (looks[k + 1] - n) + look_s * looks[k + 1] / n
-            if elapsed + ahead > 60 * auto.budget_minutes:
-                stopped = "budget"
-                break
-    assert acc is not None
-    if taps:
-        folder.save_stats("taps", taps.state_dict())
-    folder.save_stats("decomposition", acc.state_dict())
-    windows = window_range(windows, 0, acc.n_contexts)
-    write_json(folder.path / "windows.json", windows_record(windows))
-    minutes = (time.perf_counter() - started) / 60
-    _say(f"stopped ({stopped}) at {acc.n_contexts} contexts after {minutes:.1f} min")
-    record = _record(taken, stopped, acc.n_contexts, minutes, coverage, looks, auto)
-    record["verdicts"] = look.verdicts
-    if timing["seconds"] > 0:
-        timing["tokens_per_s"] = timing["tokens"] / timing["seconds"]
-    return acc, timing, windows, {"auto_contexts": record}
-
-
-def _record(
-    taken: list[dict[str, Any]],
-    stopped: str,
-    contexts: int,
-    minutes: float,
-    coverage: float,
-    looks: tuple[int, ...],
-    auto: AutoContexts,
-) -> dict[str, Any]:
-    """The record of a run of ``--contexts auto`` (metrics.json and the manifest)."""
-    return {
-        "looks": [t["contexts"] for t in taken],
-        "stopped": stopped,
-        "contexts": contexts,
-        "minutes": round(minutes, 2),
-        "alpha_spending": getattr(auto.rule, "spending", ""),
-        "level": coverage,
-        "planned": list(looks),
-        "budget_minutes": auto.budget_minutes,
-        "undecided": [t["undecided"] for t in taken],
-        "look_minutes": [round(t["minutes"], 2) for t in taken],
-    }
-
-
-def _say(line: str) -> None:
-    print(f"geomlens: --contexts auto: {line}", file=sys.stderr, flush=True)
-
-
-@contextmanager
-def finishing(request: RunRequest, auto: dict[str, Any] | None) -> Iterator[None]:
-    """Around the analysis and the claims: ``--contexts auto``'s rule's (its looks'
-    interval level), else nothing."""
-    if auto is None or request.auto is None or request.auto.rule is None:
-        yield
-        return
-    with request.auto.rule.finishing(auto["auto_contexts"]["level"]):
-        yield
-
-
-def chunks_recorded(folder: RunFolder, request: RunRequest, auto: dict[str, Any]) -> dict[str, Any]:
-    """The ``--contexts auto`` record with the claims the final analysis left undecided
-    (its verdicts, not the looks', are the run's), set where the rule shows it; returned
-    for the manifest."""
-    record = dict(auto["auto_contexts"])
-    metrics = folder.read_metrics()
-    record["undecided_at_end"] = [
-        c["id"]
-        for c in metrics.get("claims") or []
-        if c.get("id") in record["verdicts"] and c.get("verdict") == "inconclusive"
-    ]
-    folder.merge_metrics("capture", {**metrics.get("capture", {}), "auto_contexts": record})
-    rule = request.auto.rule if request.auto is not None else None
-    for key, section in ({} if rule is None else rule.sections(metrics, record)).items():
-        folder.merge_metrics(key, section)
-    return {"auto_contexts": record}

@@ -163,7 +163,7 @@ def complete(
     folder: RunFolder,
     manifest: dict[str, Any],
     started: float,
-    timing: Mapping[str, float] | None = None,
+    timing: Mapping[str, Any] | None = None,
     **record: Any,
 ) -> Run:
     """Mark the run complete with its wall time (plus ``timing`` and ``record``).
@@ -220,7 +220,7 @@ class RunInFolder:
         self.manifest = begin(self.folder, self.command, self.config, **record)
         return self.manifest
 
-    def complete(self, timing: Mapping[str, float] | None = None, **record: Any) -> Run:
+    def complete(self, timing: Mapping[str, Any] | None = None, **record: Any) -> Run:
         """Mark the run complete (only with finite metrics), with its wall time, ``timing``
         and ``record``."""
         if not self.manifest:

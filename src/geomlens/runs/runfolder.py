@@ -202,13 +202,19 @@ def check_given_view(view: Any, named: str, want_dtype: str) -> None:
 _UNSET = object()
 
 
+PRESENTATION = ("figures",)
+"""Options a run folder's config may hold (recorded by an earlier geomlens) that cannot
+change a number: never compared, so a rerun that changes only them reuses the run."""
+
+
 def config_differences(
     recorded: Mapping[str, Any], current: Mapping[str, Any], defaults: Mapping[str, Any]
 ) -> list[str]:
     """The fields in which two run configs differ, each side's missing fields read as
-    their defaults (a field missing on one side with no default differs)."""
+    their defaults (a field missing on one side with no default differs); presentation
+    options (``PRESENTATION``) are not compared."""
     differs = []
-    for key in sorted(set(recorded) | set(current)):
+    for key in sorted((set(recorded) | set(current)) - set(PRESENTATION)):
         old = recorded.get(key, defaults.get(key, _UNSET))
         new = current.get(key, defaults.get(key, _UNSET))
         if old is _UNSET or new is _UNSET or old != new:
@@ -219,8 +225,15 @@ def config_differences(
 class RunFolder:
     """Writes one run: refuses a folder that holds a run of another config, resumes its own."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, checkpoint: str = "checkpoint") -> None:
         self.path = Path(path)
+        self.checkpoint = checkpoint
+
+    def for_chunk(self, contexts: int) -> RunFolder:
+        """This folder with the checkpoint of one chunk of ``--contexts auto`` (the chunk
+        that ends at ``contexts`` windows): under ``checkpoint/``, so a chunk resumes only
+        its own batches and clearing the run's checkpoint clears every chunk's."""
+        return RunFolder(self.path, f"checkpoint/to_{contexts}")
 
     @property
     def manifest_path(self) -> Path:
@@ -367,11 +380,11 @@ class RunFolder:
     # checkpoints -------------------------------------------------------------------------
     @property
     def checkpoint_dir(self) -> Path:
-        return self.path / "checkpoint"
+        return self.path / self.checkpoint
 
     def save_checkpoint(self, state: dict[str, torch.Tensor], batches_done: int) -> None:
         """Save accumulator state after ``batches_done`` batches (atomic: state, then progress)."""
-        self.checkpoint_dir.mkdir(exist_ok=True)
+        self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         save_atomic(state, self.checkpoint_dir / f"state_{batches_done:05d}.safetensors")
         write_json(self.checkpoint_dir / "progress.json", {"batches_done": batches_done})
         for old in self.checkpoint_dir.glob("state_*.safetensors"):

@@ -235,6 +235,11 @@ class Look:
     def decided(self) -> bool:
         return not self.undecided
 
+    @property
+    def measured(self) -> bool:
+        """Whether any gated claim was measured (a verdict other than "not measured")."""
+        return any(v != "not measured" for v in self.verdicts.values())
+
 
 @dataclass(frozen=True)
 class PositionClaimsRule:
@@ -300,11 +305,12 @@ def auto_contexts_reading(metrics: dict[str, Any]) -> str | None:
         "decided": "every position claim that reads the positional estimate was decided",
         "budget": f"the budget of {found.get('budget_minutes', 0):g} minutes was spent",
         "last look": "the last planned look was reached",
+        "nothing to decide": "no position claim could be measured on these windows",
     }.get(found.get("stopped"), str(found.get("stopped")))
     looks = ", ".join(str(n) for n in found.get("looks", []))
     return (
         f"--contexts auto: looks at {looks} windows; stopped at {found.get('contexts')} "
-        f"after {found.get('minutes', 0):.1f} min because {why}. Error spent over the "
+        f"because {why}. Error spent over the "
         f"{len(found.get('planned', []))} planned looks ({found.get('alpha_spending')}): "
         f"intervals at {100 * found.get('level', 0.95):.1f}%."
     )

@@ -18,6 +18,8 @@ class TextRecord(Block):
     n_tokens: int
     n_sections: int | None = nullable()
     """Sections marked in the text (null when it has none)."""
+    shortened: str | None = None
+    """Why the packaged text was cut to the model's positions (absent: walked whole)."""
 
 
 @dataclass(frozen=True, kw_only=True)

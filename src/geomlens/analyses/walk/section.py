@@ -32,6 +32,8 @@ def walk_section(run: Run) -> str:
         return readings(["Not computed in this run."])
     enc, kern, ref = w.encoding, w.kernels, w.refactor
     lines = [f"Along the layers, {leave_reading(enc)}"]
+    if w.text.shortened:  # a model of fewer positions than the packaged text's tokens
+        lines.insert(0, w.text.shortened)
     if kern.not_applicable is not None or ref.max_rel_err is None:
         why = (kern.not_applicable or {}).get("unsupported", "not applicable")
         lines.append(f"Position kernels and the per-head refactoring: {why}.")

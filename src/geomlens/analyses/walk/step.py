@@ -95,6 +95,40 @@ def default_text() -> str:
     return (resources.files("geomlens") / "data" / "walk_prompt.txt").read_text(encoding="utf-8")
 
 
+def _fits(view: ModelView, positions: int, text: str, generate: int) -> bool:
+    """Whether ``text`` (and ``generate`` generated tokens after it, on a decoder) fits the
+    model's ``positions``, with the 2 tokens a walk needs."""
+    n = len(view.tokenizer(text)["input_ids"])
+    room = positions if view.is_seq2seq else positions - n + 1
+    return 2 <= n <= positions and (generate <= 0 or generate <= room)
+
+
+def fitted_default_text(view: ModelView, generate: int = 0) -> tuple[str, str | None]:
+    """The packaged walk text, cut to its leading lines that fit the model's positions (a
+    model with fewer positions than the text's tokens), and the sentence the page shows
+    when it was cut (None: it fits whole, or not even its first line fits, which
+    ``encode_text`` then refuses)."""
+    text, positions = default_text(), view.n_ctx
+    if positions is None or _fits(view, positions, text, generate):
+        return text, None
+    lines = text.rstrip("\n").split("\n")
+    lo, hi = 0, len(lines)  # the most lines that fit: lo fits (0: none), hi does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _fits(view, positions, "\n".join(lines[:mid]).rstrip() + "\n", generate):
+            lo = mid
+        else:
+            hi = mid
+    if lo == 0:
+        return text, None
+    cut = "\n".join(lines[:lo]).rstrip() + "\n"
+    n_tokens = len(view.tokenizer(cut)["input_ids"])
+    return cut, (
+        f"The packaged walk text was cut to its first {lo} of {len(lines)} lines "
+        f"({n_tokens} tokens) to fit the {positions} positions of {view.name}."
+    )
+
+
 def read_text_file(path: str | Path) -> str:
     """The text of ``path``; a GeomlensError in one sentence when it cannot be read."""
     return read_user_text(path, f"--text-file {path}", FILE_LIMITS["--text-file"])
@@ -410,6 +444,8 @@ class WalkAnalysis:
     kernel_windows: int
     seed: int
     step: Step = quiet
+    shortened: str | None = None
+    """Why the packaged text was cut (``fitted_default_text``), for the page."""
 
     def __call__(
         self, folder: RunFolder, view: ModelView, windows: Windows, acc: DecompositionAccumulator
@@ -455,6 +491,7 @@ class WalkAnalysis:
                     sha256=hashlib.sha256(text.encode()).hexdigest(),
                     n_tokens=int(len(ids)),
                     n_sections=None if sections is None else int(sections.max() + 1),
+                    shortened=self.shortened,
                 ),
                 layer_names=list(names),
                 readout="final norm, then W_U^T rows"
@@ -488,9 +525,9 @@ class WalkStage:
         self, folder: RunFolder, view: ModelView, windows: Windows, acc: DecompositionAccumulator
     ) -> None:
         n = self.generate if view.generates else 0
-        text = self.text or default_text()
+        text, shortened = (self.text, None) if self.text else fitted_default_text(view, n)
         with eager_attention(view):
-            walk = WalkAnalysis(text, n, TOP_K, KERNEL_WINDOWS, self.seed, self.step)
+            walk = WalkAnalysis(text, n, TOP_K, KERNEL_WINDOWS, self.seed, self.step, shortened)
             walk(folder, view, windows, acc)
 
 
