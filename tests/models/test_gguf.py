@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import resource
+import signal
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -198,3 +202,34 @@ def test_a_gguf_edited_in_place_is_converted_again(tokenizer: Any, tmp_path: Pat
     assert not torch.equal(edited.W_E, old.W_E)
     with pytest.raises(GeomlensError, match="its model changed since it finished"):
         geomlens.capture(model=str(path), corpus=[TEXT, TEXT[::-1]], out=out, **small)
+
+
+def test_a_conversion_that_cannot_be_written_is_one_sentence(tokenizer: Any, tmp_path: Path):
+    """The disk fills while the converted folder is written (here: a file-size limit on the
+    process, so the write fails as a full disk does, from inside safetensors): one sentence
+    naming the cache and the reason, exit 2, and no half-written conversion left."""
+    case = CASES[0]
+    path = tmp_path / "tiny.gguf"
+    write_gguf(_tiny_model(case, tokenizer), tokenizer, case.arch, path)
+
+    def small_files() -> None:  # in the child: writes past 64 KiB fail with EFBIG
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, 64 << 10))
+
+    argv = ["capture", "--model", str(path), "--contexts", "2", "--length", "8", "--quiet"]
+    done = subprocess.run(
+        [sys.executable, "-m", "geomlens.cli", *argv, "--out", str(tmp_path / "run")],
+        preexec_fn=small_files,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "GEOMLENS_CACHE": str(tmp_path / "cache")},
+        timeout=300,
+    )
+    converted = tmp_path / "cache" / "converted"
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (  # after the conversion's progress
+        f"geomlens: error: cannot write the converted model under {converted} (File too large); "
+        "free some space there, or set GEOMLENS_CACHE to a folder with room, and rerun."
+    )
+    assert not list(converted.iterdir())

@@ -232,10 +232,25 @@ def convert_gguf(parts: list[Path], stem: str) -> Path:
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
         tmp = Path(scratch) / "out"
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
+        try:
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+        except (OSError, SafetensorError) as exc:
+            raise GeomlensError(
+                f"cannot write the converted model under {final.parent} ({write_failure(exc)}); "
+                "free some space there, or set GEOMLENS_CACHE to a folder with room, and rerun."
+            ) from None
         publish(tmp, final)
     return final
+
+
+def write_failure(exc: OSError | SafetensorError) -> str:
+    """The operating system's reason a write failed ("No space left on device"), also from
+    a ``SafetensorError`` that carries it in its text."""
+    if isinstance(exc, OSError):
+        return exc.strerror or type(exc).__name__
+    found = re.search(r"([A-Z][^:()]*) \(os error \d+\)", str(exc))
+    return found.group(1) if found else one_line(str(exc))[:80]
 
 
 def attention_for(loader: Any, config: Any, attention: str) -> str:
