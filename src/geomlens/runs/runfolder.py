@@ -548,18 +548,40 @@ class Run:
     def config(self) -> dict[str, Any]:
         return self.manifest["config"]
 
+    def still_there(self) -> None:
+        """One sentence when the run's folder was deleted or moved since it was opened
+        (its files are read on first use, not when it is opened)."""
+        if not (self.path / "manifest.json").exists():
+            raise GeomlensError(
+                f"the run folder {self.path} is gone (deleted or moved since it was opened); "
+                "open the run again where it is now, or rerun the command that made it."
+            )
+
+    def present(self, name: str, what: str) -> Path:
+        """The run's file ``name``; one sentence when it is not there: the whole folder
+        gone (``still_there``), or a run that never kept ``what``."""
+        path = self.path / name
+        if path.exists():
+            return path
+        self.still_there()
+        raise GeomlensError(
+            f"{self.path} keeps no {what} ({name} is missing); rerun the command that made "
+            "this run to write them."
+        )
+
     @cached_property
     def metrics(self) -> dict[str, Any]:
+        self.still_there()
         return RunFolder(self.path).read_metrics()
 
     @cached_property
     def windows(self) -> dict[str, Any]:
-        return read_windows(self.path / "windows.json")
+        return read_windows(self.present("windows.json", "window list"))
 
     @cached_property
     def decomposition(self) -> DecompositionAccumulator:
         """The decomposition accumulator; ``.finalize(layer, skip_first)`` gives the stats."""
-        path = self.path / "stats" / "decomposition.safetensors"
+        path = self.present("stats/decomposition.safetensors", "decomposition statistics")
         state = load_state(path)
         try:
             n_l = len(state["layers"])
