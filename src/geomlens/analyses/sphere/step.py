@@ -71,6 +71,12 @@ def load_nouns(path: str | Path | None = None) -> list[str]:
     words = [w.strip() for w in text.splitlines() if w.strip() and not w.startswith("#")]
     if len(words) < 2:
         raise GeomlensError(f"--nouns {path}: needs at least 2 words, one per line.")
+    if len(set(words)) < 2:  # one word repeated: every head would attend to "itself"
+        shown = repr(words[0]) if len(words[0]) <= 40 else repr(words[0][:37] + "...")
+        raise GeomlensError(
+            f"--nouns {path}: holds one word only ({shown}, {len(words)} times), but the "
+            "head probe compares different words; give at least 2 different ones."
+        )
     within_limit(f"--nouns {path}", "nouns", len(words), "keep fewer words, one per line")
     return words
 
