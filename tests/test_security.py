@@ -155,11 +155,12 @@ class Recorder:
         return [kwargs for called, kwargs in self.calls if called == name]
 
 
-def test_loading_passes_trust_remote_code_only_when_asked(monkeypatch):
+def test_loading_passes_trust_remote_code_true_only_when_asked(monkeypatch):
+    """False is said explicitly: left unset, Hugging Face may ask at a prompt."""
     recorder = Recorder(monkeypatch)
     load_model("minilm-l6")
     assert {name for name, _ in recorder.calls} == {"AutoConfig", "AutoModel", "AutoTokenizer"}
-    assert all("trust_remote_code" not in kwargs for _, kwargs in recorder.calls)
+    assert all(kwargs.get("trust_remote_code") is False for _, kwargs in recorder.calls)
     assert [k["use_safetensors"] for k in recorder.kwargs_of("AutoModel")] == [True]
 
     recorder.calls.clear()
@@ -187,7 +188,7 @@ def test_the_command_line_flag_reaches_hugging_face(monkeypatch, tmp_path):
     argv += ["--contexts", "2", "--length", "8"]
     recorder = Recorder(monkeypatch)
     assert main([*argv, "--out", str(tmp_path / "a")]) == 0
-    assert recorder.calls and all("trust_remote_code" not in k for _, k in recorder.calls)
+    assert recorder.calls and all(k.get("trust_remote_code") is False for _, k in recorder.calls)
     recorder.calls.clear()
     assert main([*argv, "--trust-remote-code", "--out", str(tmp_path / "b")]) == 0
     assert recorder.calls and all(k.get("trust_remote_code") is True for _, k in recorder.calls)

@@ -18,6 +18,7 @@ from geomlens.analyses.sphere import ffn, head_probe, lens
 from geomlens.analyses.sphere.step import load_nouns, mlp_inputs, norm_pass, token_strings
 from geomlens.capturing.hooks import hidden_states
 from geomlens.corpus import make_windows
+from geomlens.errors import GeomlensError
 from geomlens.models.view import ModelView
 
 PROMPT = "To kill two birds with one stone"
@@ -185,6 +186,22 @@ def test_probe_finds_planted_self_attending_heads():
     assert all(p["keys_vocab"][0] == p["noun"] for p in probes)
     json.dumps(probe.to_dict())
     json.dumps(probe.tables_dict())
+
+
+def test_one_noun_repeated_is_refused(tmp_path):
+    """``cat`` twice made every head's self fraction 1.0: the query's own token was the
+    only key. A list of one word is refused when read, and ids of one token by the probe."""
+    nouns = tmp_path / "nouns.txt"
+    nouns.write_text("cat\ncat\n")
+    with pytest.raises(GeomlensError, match=r"holds one word only \('cat', 2 times\)"):
+        load_nouns(nouns)
+    nouns.write_text("cat\ncat\ndog\n")
+    assert load_nouns(nouns) == ["cat", "cat", "dog"]
+    view = _tiny_llama(planted=())
+    with pytest.raises(GeomlensError, match="at least 2 different single-token nouns"):
+        head_probe.probe_heads(view, [7, 7, 7], [0], k=3)
+    probe = head_probe.probe_heads(view, [7, 8], [0], k=3)
+    assert len(probe.self_fraction[0]) == view.n_heads
 
 
 def test_probe_smollm2_nouns(smollm2):

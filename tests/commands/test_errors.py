@@ -286,6 +286,11 @@ CASES = [
     Case("missing-nouns-file", "sphere --nouns {d}/nope.txt", ("--nouns", "cannot read")),
     Case("nouns-not-utf8", "sphere --nouns {d}/latin1.txt", ("not UTF-8",)),
     Case("one-noun", "sphere --nouns {d}/one-noun.txt", ("at least 2 words",)),
+    Case(
+        "one-noun-twice",
+        "sphere --nouns {d}/one-noun-twice.txt",
+        ("one word only ('cat', 2 times)", "at least 2 different"),
+    ),
     Case("missing-text-file", "walk --text-file {d}/nope.txt", ("cannot read --text-file",)),
     # concept-space tests
     Case("unknown-task", "concepts --task no_such_task", ("task 'no_such_task'",)),
@@ -491,6 +496,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (d / "blank-docs" / f"{k}.txt").write_text(" \n\t " * k)
     (d / "latin1.txt").write_bytes("caf\u00e9\nna\u00efve\n".encode("latin-1"))
     (d / "one-noun.txt").write_text("cat\n")
+    (d / "one-noun-twice.txt").write_text("cat\ncat\n")
     (d / "broken-task.json").write_text('{"examples": [')
     (d / "odd-task.json").write_text(json.dumps({"examples": [{"input": "x"}]}))
     (d / "task.json").write_text(

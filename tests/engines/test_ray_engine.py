@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -330,3 +331,51 @@ def test_local_engine_writes_activations_where_asked_and_reads_them_back(minilm,
         "name": "local",
         "activations_dir": str(tmp_path / "elsewhere"),
     }
+
+
+#: group_pos_sum is kept in float32 (memory: [L, groups, T, d]); summed in another order,
+#: it agrees to float32 rounding, not to RTOL (docs/scaling.md, "Same answer")
+GROUP_RTOL = 1e-6
+
+
+def test_the_documented_tolerances_are_the_tested_ones():
+    """docs/scaling.md promised 1e-9 on every statistic, which the float32 group sums do not
+    keep; it now states the two tolerances these tests check."""
+    docs = Path(__file__).resolve().parents[2] / "docs" / "scaling.md"
+    section = docs.read_text(encoding="utf-8").split("## Same answer")[1].split("\n## ")[0]
+    text = " ".join(section.split())
+    assert (RTOL, GROUP_RTOL) == (1e-9, 1e-6)
+    assert "**1e-9 relative** on every number of `metrics.json` and on every float64" in text
+    assert "**1e-6 relative** on the one statistic kept in float32" in text
+    assert "(`group_pos_sum`," in text
+
+
+def test_ray_statistics_equal_the_local_ones_to_the_documented_tolerance(
+    ray_instance, minilm, tmp_path
+):
+    """Shards that split interval groups (44 contexts in 16 groups of 2-3, 8 shards of 6:
+    contexts 11-13 form one group across two shards): every float64 sum within RTOL of the
+    local capture's, the float32 group sums within GROUP_RTOL (they differ: the last bits of
+    a float32 sum depend on its order), and metrics.json byte for byte the same."""
+    config = CaptureConfig(
+        model="minilm-l6", contexts=44, length=16, batch_size=1, layers=(0, 3, 6)
+    )
+    with one_thread():
+        local = run_capture(config, tmp_path / "local", view=minilm, progress=False)
+    engine = EngineConfig(name="ray", workers=2, threads=1)
+    ray_run = run_capture(config, tmp_path / "ray", view=minilm, progress=False, engine=engine)
+    state = open_run(ray_run.path).decomposition.state_dict()
+    reference = open_run(local.path).decomposition.state_dict()
+    assert open_run(local.path).decomposition.groups == 16
+    groups = {"group_pos_sum"}
+    worst = assert_states_close(
+        {k: v for k, v in state.items() if k not in groups},
+        {k: v for k, v in reference.items() if k not in groups},
+    )
+    group = assert_states_close(
+        {k: state[k] for k in groups}, {k: reference[k] for k in groups}, GROUP_RTOL
+    )
+    print(f"ray vs local: float64 sums {worst:.1e}, float32 group sums {group:.1e}")
+    assert group > 0  # the groups split across shards were summed in another order
+    metrics = (tmp_path / "ray" / "metrics.json").read_bytes()
+    assert metrics == (tmp_path / "local" / "metrics.json").read_bytes()

@@ -9,6 +9,11 @@ ids on real text and the logits.
 from __future__ import annotations
 
 import json
+import os
+import resource
+import signal
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +25,8 @@ import torch
 import transformers
 from tiny_models import small_tokenizer
 
+import geomlens
+from geomlens.errors import GeomlensError
 from geomlens.models import ModelView, load_model
 
 
@@ -52,13 +59,13 @@ CASES = [
 TEXT = "The government said on Tuesday that the new rules would apply from next year."
 
 
-def _tiny_model(case: GgufCase, tokenizer: Any) -> Any:
+def _tiny_model(case: GgufCase, tokenizer: Any, seed: int = 0) -> Any:
     eot = tokenizer.eos_token_id
     options = dict(bos_token_id=eot, eos_token_id=eot, pad_token_id=eot, **case.options)
     config = transformers.CONFIG_MAPPING[case.model_type](
         vocab_size=len(tokenizer), **SIZES, **options
     )
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     with torch.no_grad():  # move norm gains and biases off 1 and 0
         for p in model.parameters():
@@ -165,3 +172,64 @@ def test_gguf_loads_equal_to_the_same_weights_from_safetensors(
     assert from_gguf.tokenizer(TEXT)["input_ids"] == ids and len(ids) > 5
     batch = torch.tensor([ids])
     assert torch.equal(_logits(from_gguf, batch), _logits(from_folder, batch))
+
+
+def test_a_gguf_edited_in_place_is_converted_again(tokenizer: Any, tmp_path: Path) -> None:
+    """New bytes with the old size and modification time put back (``os.utime``): the
+    conversion cache is keyed by content, so the new weights are read, and the finished run
+    of the old file is not reused."""
+    case = CASES[0]
+    path, other = tmp_path / "tiny.gguf", tmp_path / "other.gguf"
+    write_gguf(_tiny_model(case, tokenizer), tokenizer, case.arch, path)
+    write_gguf(_tiny_model(case, tokenizer, seed=1), tokenizer, case.arch, other)
+    small = dict(contexts=2, length=8, layers=[0, 2], progress=False, figures="none")
+    out = tmp_path / "run"
+    old = load_model(path)
+    geomlens.capture(model=str(path), corpus=[TEXT, TEXT[::-1]], out=out, **small)
+
+    was = path.stat()
+    new_bytes = other.read_bytes()
+    assert len(new_bytes) == was.st_size  # the same layout, other weights
+    with open(path, "r+b") as f:  # in place: the same inode
+        f.write(new_bytes)
+    os.utime(path, ns=(was.st_atime_ns, was.st_mtime_ns))
+    now = path.stat()
+    assert (now.st_ino, now.st_size, now.st_mtime_ns) == (was.st_ino, was.st_size, was.st_mtime_ns)
+
+    edited = load_model(path)
+    assert edited.source != old.source
+    assert torch.equal(edited.W_E, load_model(other).W_E)
+    assert not torch.equal(edited.W_E, old.W_E)
+    with pytest.raises(GeomlensError, match="its model changed since it finished"):
+        geomlens.capture(model=str(path), corpus=[TEXT, TEXT[::-1]], out=out, **small)
+
+
+def test_a_conversion_that_cannot_be_written_is_one_sentence(tokenizer: Any, tmp_path: Path):
+    """The disk fills while the converted folder is written (here: a file-size limit on the
+    process, so the write fails as a full disk does, from inside safetensors): one sentence
+    naming the cache and the reason, exit 2, and no half-written conversion left."""
+    case = CASES[0]
+    path = tmp_path / "tiny.gguf"
+    write_gguf(_tiny_model(case, tokenizer), tokenizer, case.arch, path)
+
+    def small_files() -> None:  # in the child: writes past 64 KiB fail with EFBIG
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, 64 << 10))
+
+    argv = ["capture", "--model", str(path), "--contexts", "2", "--length", "8", "--quiet"]
+    done = subprocess.run(
+        [sys.executable, "-m", "geomlens.cli", *argv, "--out", str(tmp_path / "run")],
+        preexec_fn=small_files,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "GEOMLENS_CACHE": str(tmp_path / "cache")},
+        timeout=300,
+    )
+    converted = tmp_path / "cache" / "converted"
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (  # after the conversion's progress
+        f"geomlens: error: cannot write the converted model under {converted} (File too large); "
+        "free some space there, or set GEOMLENS_CACHE to a folder with room, and rerun."
+    )
+    assert not list(converted.iterdir())

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import torch
 
+from geomlens.models.threads import own_thread
 from geomlens.models.view import ModelView
 
 K = TypeVar("K")
@@ -49,7 +50,9 @@ def on_inputs(
             def pre(module: Any, args: tuple, kwargs: dict, key: K = key) -> None:
                 fn(key, _first_input(args, kwargs).detach())
 
-            stack.callback(module.register_forward_pre_hook(pre, with_kwargs=True).remove)
+            stack.callback(
+                module.register_forward_pre_hook(own_thread(pre), with_kwargs=True).remove
+            )
         yield
 
 
@@ -65,7 +68,7 @@ def on_outputs(
             def post(module: Any, args: tuple, kwargs: dict, output: Any, key: K = key) -> None:
                 fn(key, _first_input(args, kwargs).detach(), _first_tensor(output).detach())
 
-            stack.callback(module.register_forward_hook(post, with_kwargs=True).remove)
+            stack.callback(module.register_forward_hook(own_thread(post), with_kwargs=True).remove)
         yield
 
 
@@ -82,7 +85,7 @@ def on_calls(
             def post(module: Any, args: tuple, kwargs: dict, output: Any, key: K = key) -> None:
                 fn(key, args, kwargs, output)
 
-            stack.callback(module.register_forward_hook(post, with_kwargs=True).remove)
+            stack.callback(module.register_forward_hook(own_thread(post), with_kwargs=True).remove)
         yield
 
 
@@ -128,6 +131,7 @@ def attention_sites(view: ModelView) -> Iterator[dict[str, dict[int, torch.Tenso
     outputs = {b.index: b.attn.output for b in view.blocks}
     keep_out = keep("out")
     with (
+        view.lock,
         on_inputs(blocks, keep("block_in")),
         on_inputs(values, keep("x")),
         on_outputs(outputs, lambda i, _, y: keep_out(i, y)),
@@ -153,36 +157,35 @@ def recording(
     view: ModelView, layers: Sequence[int], stop: bool = True
 ) -> Iterator[dict[int, torch.Tensor]]:
     """Hooks that fill a dict layer -> hidden states [B, T, d] during a forward pass; with
-    ``stop`` the pass ends (``_StopForward``) once the last wanted layer is recorded."""
+    ``stop`` the pass ends (``_StopForward``) once the last wanted layer is recorded. The
+    view's lock is held while open (threads sharing the view take turns)."""
     wanted = set(layers)
     last = max(wanted)
     record: dict[int, torch.Tensor] = {}
-    handles = []
 
     def keep(layer: int, h: torch.Tensor) -> None:
         record[layer] = h.detach()
         if stop and layer == last:
             raise _StopForward
 
-    if 0 in wanted:
+    with view.lock, ExitStack() as stack:
+        if 0 in wanted:
 
-        def pre_hook(module: Any, args: tuple, kwargs: dict) -> None:
-            keep(0, _first_input(args, kwargs))
+            def pre_hook(module: Any, args: tuple, kwargs: dict) -> None:
+                keep(0, _first_input(args, kwargs))
 
-        handles.append(view.blocks[0].module.register_forward_pre_hook(pre_hook, with_kwargs=True))
-    for block in view.blocks:
-        layer = block.index + 1
-        if layer in wanted:
+            first = view.blocks[0].module
+            handle = first.register_forward_pre_hook(own_thread(pre_hook), with_kwargs=True)
+            stack.callback(handle.remove)
+        for block in view.blocks:
+            layer = block.index + 1
+            if layer in wanted:
 
-            def hook(module: Any, args: Any, output: Any, layer: int = layer) -> None:
-                keep(layer, _first_tensor(output))
+                def hook(module: Any, args: Any, output: Any, layer: int = layer) -> None:
+                    keep(layer, _first_tensor(output))
 
-            handles.append(block.module.register_forward_hook(hook))
-    try:
+                stack.callback(block.module.register_forward_hook(own_thread(hook)).remove)
         yield record
-    finally:
-        for handle in handles:
-            handle.remove()
 
 
 def base_kwargs(view: ModelView) -> dict[str, Any]:

@@ -41,7 +41,7 @@ from geomlens.config.options import (
 from geomlens.config.run import CaptureRunConfig
 from geomlens.engines import EngineConfig
 from geomlens.errors import GeomlensError
-from geomlens.io.files import write_text_atomic
+from geomlens.io.files import utf8_text, write_text_atomic
 from geomlens.models.facts import check_before_loading
 from geomlens.models.loading import load_configured
 from geomlens.models.view import ModelView
@@ -251,6 +251,8 @@ def run(config: ReportConfig, *, view: ModelView | None = None) -> Result:
     """``geomlens report`` (and ``geomlens.report(...)``)."""
     task = None if config.task is None else str(config.task)
     text = config.text if config.text_file is None else read_text_file(str(config.text_file))
+    if text is not None:
+        utf8_text(text, "--text", "give UTF-8 text, or save it in a UTF-8 file for --text-file")
     return run_result(
         config,
         run_report,

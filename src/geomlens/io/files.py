@@ -162,6 +162,19 @@ def read_user_text(path: str | Path, what: str, limit: int) -> str:
         raise GeomlensError(f"{what} is not UTF-8 text (byte {start}); save it as UTF-8.") from None
 
 
+def utf8_text(text: str, what: str, advice: str = "give UTF-8 text") -> str:
+    """``text`` as given, or one sentence naming ``what`` where it holds bytes that are not
+    UTF-8 (a command-line argument's undecodable bytes reach Python as lone surrogates,
+    which no tokenizer takes)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise GeomlensError(
+            f"{what} holds bytes that are not UTF-8 (at character {exc.start}); {advice}."
+        ) from None
+    return text
+
+
 def read_json(path: str | Path, expect: type, advice: str) -> Any:
     """JSON of the type ``expect`` from ``path``, or one sentence naming the file.
 

@@ -1,4 +1,5 @@
-"""A user cache of converted float32 model folders, so a GGUF file is converted once."""
+"""A user cache of converted float32 model folders, so a GGUF file is converted once
+(keyed by its content: a file edited in place is converted again)."""
 
 from __future__ import annotations
 
@@ -7,17 +8,23 @@ import os
 import shutil
 from pathlib import Path
 
-from geomlens.io.files import cache_root
+from geomlens.io.files import cache_root, content_hash
 
 __all__ = ["cache_root", "converted_dir", "file_key", "publish"]
 
 
 def file_key(paths: list[Path]) -> str:
-    """A key for source files from their names, sizes and modification times."""
+    """A key for source files (a GGUF or its parts, in order) from their whole contents.
+
+    Each file's sha256 is streamed once (``io.files.content_hash``) and remembered by path
+    with its size, inode, and modification and change times: a later key of unchanged files
+    reads no byte of them, and a file edited in place with its size and modification time
+    put back still has a new change time (no tool can set it back), so it is hashed again
+    and gets a new key, never the conversion of its old content.
+    """
     h = hashlib.sha256()
     for p in paths:
-        st = p.stat()
-        h.update(f"{p.resolve()}|{st.st_size}|{int(st.st_mtime)}\n".encode())
+        h.update(f"{content_hash(p)}\n".encode())
     return h.hexdigest()[:16]
 
 

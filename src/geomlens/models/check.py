@@ -34,6 +34,7 @@ from typing import Any
 import torch
 
 from geomlens.errors import GeomlensError
+from geomlens.models.threads import own_thread
 from geomlens.models.view import BlockView, DecoderBlockView, HeadWeights, ModelView, NormView
 
 PROBE_TOKENS = 24
@@ -85,17 +86,19 @@ class CheckFailed(GeomlensError):
 
 @contextmanager
 def eager_attention(view: ModelView) -> Iterator[None]:
-    """Switch a loaded model to eager attention (attention weights) and back."""
+    """Switch a loaded model to eager attention (attention weights) and back, holding the
+    view's lock meanwhile (no other thread's pass runs under the switched setting)."""
     model: Any = view.model
-    previous = view.config._attn_implementation
-    if previous == "eager":
-        yield
-        return
-    model.set_attn_implementation("eager")
-    try:
-        yield
-    finally:
-        model.set_attn_implementation(previous)
+    with view.lock:
+        previous = view.config._attn_implementation
+        if previous == "eager":
+            yield
+            return
+        model.set_attn_implementation("eager")
+        try:
+            yield
+        finally:
+            model.set_attn_implementation(previous)
 
 
 def probe_ids(view: ModelView, tokens: int = PROBE_TOKENS) -> torch.Tensor:
@@ -132,7 +135,7 @@ def block_calls(modules: list[Any]) -> Iterator[dict[int, list[tuple[torch.Tenso
             def hook(mod: Any, args: tuple, kwargs: dict, output: Any) -> None:
                 calls.setdefault(id(mod), []).append((_input(args, kwargs).detach(), output))
 
-            stack.callback(module.register_forward_hook(hook, with_kwargs=True).remove)
+            stack.callback(module.register_forward_hook(own_thread(hook), with_kwargs=True).remove)
         yield calls
 
 

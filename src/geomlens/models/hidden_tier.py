@@ -33,6 +33,7 @@ import torch
 from torch import nn
 
 from geomlens.errors import GeomlensError
+from geomlens.models.threads import own_thread
 from geomlens.models.view import (
     AttentionView,
     BlockView,
@@ -144,14 +145,16 @@ def _probe(model: nn.Module, base: nn.Module, ids: torch.Tensor, lists: dict[str
                 if x is not None and key not in first_in:
                     first_in[key] = x.detach()
 
-            stack.callback(modules[0].register_forward_pre_hook(pre, with_kwargs=True).remove)
+            stack.callback(
+                modules[0].register_forward_pre_hook(own_thread(pre), with_kwargs=True).remove
+            )
             for i, module in enumerate(modules):
 
                 def post(mod: Any, args: Any, out: Any, key: str = key, i: int = i) -> None:
                     y = _first(out)
                     outputs[key][i] = None if y is None else y.detach()
 
-                stack.callback(module.register_forward_hook(post).remove)
+                stack.callback(module.register_forward_hook(own_thread(post)).remove)
         out = model(input_ids=ids, output_hidden_states=True, **_forward_kwargs(model))
     hidden = getattr(out, "hidden_states", None)
     if hidden is None:
@@ -259,7 +262,7 @@ def _closing_norm(
                 if args and isinstance(args[0], torch.Tensor) and y is not None:
                     seen[name] = (args[0].detach(), y.detach())
 
-            stack.callback(module.register_forward_hook(keep).remove)
+            stack.callback(module.register_forward_hook(own_thread(keep)).remove)
         model(input_ids=ids, **_forward_kwargs(model))
     for name, (x, y) in seen.items():
         if _same(y, output):
@@ -351,7 +354,7 @@ def _input_reader(base: nn.Module, first: nn.Module) -> Callable[[torch.Tensor],
             kept.append(x.detach())
             raise _Stop
 
-        handle = first.register_forward_pre_hook(pre, with_kwargs=True)
+        handle = first.register_forward_pre_hook(own_thread(pre), with_kwargs=True)
         try:
             with torch.inference_mode(), suppress(_Stop):
                 base(input_ids=flat, **_forward_kwargs(base))

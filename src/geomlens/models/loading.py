@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import torch
 from safetensors import SafetensorError
 
-from geomlens.errors import GeomlensError
+from geomlens.errors import GeomlensError, one_line
 from geomlens.io.files import check_weight_headers
 from geomlens.models.bundled import BUNDLED, BundledModel
 from geomlens.models.cache import converted_dir, file_key, publish
@@ -210,7 +210,8 @@ def convert_gguf(parts: list[Path], stem: str) -> Path:
             with open(gguf, "wb") as out:
                 for part in parts:
                     out.write(part.read_bytes())
-        kwargs: dict[str, Any] = {"gguf_file": gguf.name}
+        # No code runs: a GGUF names none, and the folder around it is not asked.
+        kwargs: dict[str, Any] = {"gguf_file": gguf.name, "trust_remote_code": False}
         try:
             kind = auto_class_of(AutoConfig.from_pretrained(gguf.parent, **kwargs))
             print(  # only once the file proved readable: an error stays one line
@@ -231,10 +232,25 @@ def convert_gguf(parts: list[Path], stem: str) -> Path:
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
         tmp = Path(scratch) / "out"
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
+        try:
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+        except (OSError, SafetensorError) as exc:
+            raise GeomlensError(
+                f"cannot write the converted model under {final.parent} ({write_failure(exc)}); "
+                "free some space there, or set GEOMLENS_CACHE to a folder with room, and rerun."
+            ) from None
         publish(tmp, final)
     return final
+
+
+def write_failure(exc: OSError | SafetensorError) -> str:
+    """The operating system's reason a write failed ("No space left on device"), also from
+    a ``SafetensorError`` that carries it in its text."""
+    if isinstance(exc, OSError):
+        return exc.strerror or type(exc).__name__
+    found = re.search(r"([A-Z][^:()]*) \(os error \d+\)", str(exc))
+    return found.group(1) if found else one_line(str(exc))[:80]
 
 
 def attention_for(loader: Any, config: Any, attention: str) -> str:
@@ -300,25 +316,82 @@ def auto_class(kind: str) -> Any:
     }[kind]
 
 
+CODE_FILES = (
+    "config.json",
+    "tokenizer_config.json",
+    "processor_config.json",
+    "preprocessor_config.json",
+    "video_preprocessor_config.json",
+    "audio_tokenizer_config.json",
+    "generation_config.json",
+)
+"""The files Hugging Face reads a class to import from (config.json must exist; the others
+are read where present)."""
+
+
 def check_no_code(folder: Path, trust_remote_code: bool = False) -> None:
-    """Refuse a folder whose config names its own Python code, unless that is allowed.
+    """Refuse a folder whose files name their own Python code, unless that is allowed.
+
+    Every file of ``CODE_FILES`` is read before anything loads: an ``auto_map`` or
+    ``custom_pipelines`` anywhere in it, or a ``*_class`` / ``*_processor_type`` /
+    ``*_extractor_type`` naming a module (``module.Class``, ``repo--module.Class``) rather
+    than one of Hugging Face's own classes, is code Hugging Face would import (or ask about,
+    at an interactive prompt).
 
     Raises:
-        GeomlensError: if config.json is unreadable, or names code (``auto_map``) while
-            ``trust_remote_code`` is off.
+        GeomlensError: if config.json (or another of these files) is unreadable, or one
+            names code while ``trust_remote_code`` is off.
     """
-    try:
-        raw = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise GeomlensError(
-            f"{folder / 'config.json'} is not a readable JSON model config ({exc}); "
-            "replace it with the model's own config.json."
-        ) from None
-    if isinstance(raw, dict) and "auto_map" in raw and not trust_remote_code:
-        raise GeomlensError(
-            f"the model in {folder} asks to run its own Python code (auto_map in config.json), "
-            "which geomlens does not do unless you pass --trust-remote-code."
-        )
+    for name in CODE_FILES:
+        path = folder / name
+        if name != "config.json" and not path.exists():
+            continue
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+            what = "JSON model config" if name == "config.json" else "JSON file"
+            raise GeomlensError(
+                f"{path} is not a readable {what} ({one_line(str(exc))[:80]}); replace it "
+                f"with the model's own {name}."
+            ) from None
+        key = names_code(raw)
+        if key is not None and not trust_remote_code:
+            raise GeomlensError(
+                f"the model in {folder} asks to run its own Python code ({key} in {name}), "
+                "which geomlens does not do unless you pass --trust-remote-code."
+            )
+
+
+def names_code(value: Any, depth: int = 0) -> str | None:
+    """The first key of a JSON value that names Python code to import, or None."""
+    if depth > 32:
+        return None  # deeper than any config Hugging Face writes; no class is read there
+    if isinstance(value, dict):
+        items: list[tuple[Any, Any]] = list(value.items())
+    elif isinstance(value, list):
+        items = list(enumerate(value))
+    else:
+        return None
+    for key, item in items:
+        if key in ("auto_map", "custom_pipelines"):
+            return str(key)
+        if isinstance(key, str) and key.endswith(CLASS_KEYS) and module_path(item):
+            return key
+        found = names_code(item, depth + 1)
+        if found is not None:
+            return found
+    return None
+
+
+CLASS_KEYS = ("_class", "_processor_type", "_extractor_type")
+"""Keys whose value is a class Hugging Face looks up by name."""
+
+
+def module_path(value: Any) -> bool:
+    """Whether a class name is a path into a module (``module.Class``, ``repo--module.Class``),
+    as custom code is named, rather than a bare class name of Hugging Face's own."""
+    names = value if isinstance(value, list) else [value]
+    return any(isinstance(v, str) and ("." in v or "--" in v) for v in names)
 
 
 def check_safetensors(folder: Path) -> None:
@@ -593,8 +666,9 @@ def load_folder(
 
     check_no_code(folder, trust_remote_code)
     check_config_sizes(folder)
-    # Hugging Face sees trust_remote_code only when the user asked for it.
-    remote: dict[str, Any] = {"trust_remote_code": trust_remote_code} if trust_remote_code else {}
+    # Said explicitly either way: left unset, Hugging Face may ask at a prompt whether to run
+    # code check_no_code did not foresee.
+    remote: dict[str, Any] = {"trust_remote_code": trust_remote_code}
     try:
         config = AutoConfig.from_pretrained(folder, local_files_only=True, **remote)
     except Exception as exc:

@@ -8,6 +8,7 @@ K/V expanded to the query heads), so a view costs no memory until asked.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -16,6 +17,7 @@ import torch
 from torch import nn
 
 from geomlens.errors import GeomlensError
+from geomlens.models.threads import forward_lock
 
 NormKind = Literal["layernorm", "rmsnorm", "identity"]
 PositionKind = Literal["learned", "sinusoidal", "rotary", "alibi", "t5-relative", "not modelled"]
@@ -711,6 +713,13 @@ class ModelView:
     @property
     def device(self) -> torch.device:
         return self.W_E.device
+
+    @property
+    def lock(self) -> threading.RLock:
+        """The model's forward lock (``models.threads``): held from a hooked pass's first
+        hook to its last, so threads sharing this view (or another view of the same
+        model) take turns."""
+        return forward_lock(self.base)
 
     def describe(self) -> dict[str, Any]:
         """A JSON-able summary (for manifests and ``geomlens models``)."""

@@ -21,6 +21,7 @@ import platform
 import shutil
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -45,8 +46,10 @@ from geomlens.stats.decomposition import NORMS, state_spec
 LOCK_NAME = ".lock"
 """The lock file of a run folder: flock'ed for a whole command, holding the holder's pid."""
 
-_HELD: dict[Path, int] = {}
-"""Run folders this process holds the lock of, with how many nested holds."""
+_HELD: dict[Path, tuple[int, int]] = {}
+"""Run folders this process holds the lock of: the holding thread and how many nested holds."""
+_HOLDING = threading.Lock()
+"""Guards ``_HELD`` (threads of one process hold folders too)."""
 
 RERUN = "remove it and rerun the command that made this run to write it again."
 START_AFRESH = "remove the folder or choose another --out."
@@ -266,27 +269,38 @@ class RunFolder:
 
         The lock is ``flock`` on ``DIR/.lock`` (which holds the pid, for the message), so
         the operating system releases it when its process dies, even by ``kill -9``: a
-        lock file left behind is taken over. Nested holds in one process are allowed.
+        lock file left behind is taken over. Nested holds in one thread are allowed; another
+        thread of the same process is refused as another process is (the flock is the
+        process's, so it cannot tell threads apart).
         """
         self.prepare_folder()
         key = self.path.resolve()
-        if key in _HELD:
-            _HELD[key] += 1
-            try:
-                yield
-            finally:
-                _HELD[key] -= 1
-            return
-        fd = self._lock()
-        _HELD[key] = 1
+        me = threading.get_ident()
+        with _HOLDING:
+            holder, depth = _HELD.get(key, (me, 0))
+            if holder != me:
+                raise GeomlensError(
+                    f"{self.path} is in use by another thread of this process; wait for its "
+                    "command to finish, or choose another --out."
+                )
+            if depth:
+                _HELD[key] = (me, depth + 1)
+            else:
+                fd = self._lock()
+                _HELD[key] = (me, 1)
         try:
             yield
         finally:
-            del _HELD[key]
-            # Removed while still locked: a command that opened the old file finds it gone
-            # (see _lock) and opens a new one.
-            (self.path / LOCK_NAME).unlink(missing_ok=True)
-            os.close(fd)
+            with _HOLDING:
+                depth = _HELD[key][1] - 1
+                if depth:
+                    _HELD[key] = (me, depth)
+                else:
+                    del _HELD[key]
+                    # Removed while still locked: a command that opened the old file finds
+                    # it gone (see _lock) and opens a new one.
+                    (self.path / LOCK_NAME).unlink(missing_ok=True)
+                    os.close(fd)
 
     def _lock(self) -> int:
         lock = self.path / LOCK_NAME
@@ -547,18 +561,40 @@ class Run:
     def config(self) -> dict[str, Any]:
         return self.manifest["config"]
 
+    def still_there(self) -> None:
+        """One sentence when the run's folder was deleted or moved since it was opened
+        (its files are read on first use, not when it is opened)."""
+        if not (self.path / "manifest.json").exists():
+            raise GeomlensError(
+                f"the run folder {self.path} is gone (deleted or moved since it was opened); "
+                "open the run again where it is now, or rerun the command that made it."
+            )
+
+    def present(self, name: str, what: str) -> Path:
+        """The run's file ``name``; one sentence when it is not there: the whole folder
+        gone (``still_there``), or a run that never kept ``what``."""
+        path = self.path / name
+        if path.exists():
+            return path
+        self.still_there()
+        raise GeomlensError(
+            f"{self.path} keeps no {what} ({name} is missing); rerun the command that made "
+            "this run to write them."
+        )
+
     @cached_property
     def metrics(self) -> dict[str, Any]:
+        self.still_there()
         return RunFolder(self.path).read_metrics()
 
     @cached_property
     def windows(self) -> dict[str, Any]:
-        return read_windows(self.path / "windows.json")
+        return read_windows(self.present("windows.json", "window list"))
 
     @cached_property
     def decomposition(self) -> DecompositionAccumulator:
         """The decomposition accumulator; ``.finalize(layer, skip_first)`` gives the stats."""
-        path = self.path / "stats" / "decomposition.safetensors"
+        path = self.present("stats/decomposition.safetensors", "decomposition statistics")
         state = load_state(path)
         try:
             n_l = len(state["layers"])

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from geomlens.errors import GeomlensError, short_list
 from geomlens.stats.base import CapturedBatch
 
 _COUNTING = threading.Lock()
@@ -540,6 +541,17 @@ class DecompositionAccumulator:
     def complete(self) -> bool:
         return bool((self.seen == 1).all())
 
+    def layer_index(self, layer: int) -> int:
+        """Where ``layer``'s sums are kept; one sentence when it was not captured."""
+        if layer not in self.layers:
+            shown = repr(layer)[:40]
+            raise GeomlensError(
+                f"layer {shown} was not captured: these statistics hold layers "
+                f"{short_list(self.layers)}; ask for one of them, or capture again with "
+                f"--layers including {shown}."
+            )
+        return self.layers.index(layer)
+
     def finalize(
         self, layer: int, skip_first: bool = False, second_moment: bool = True
     ) -> DecompositionStats:
@@ -555,7 +567,7 @@ class DecompositionAccumulator:
                 f"decomposition statistics are incomplete: {missing} contexts missing, "
                 f"{twice} seen more than once"
             )
-        i = self.layers.index(layer)
+        i = self.layer_index(layer)
         pos_sum = self.pos_sum[i].cpu().numpy()
         ctx_sum = self.ctx_sum[i].cpu().numpy()
         sumsq = float(self.sumsq[i])
@@ -634,7 +646,7 @@ class DecompositionAccumulator:
         layer's sums are read (and position 0 taken out of them) once, not per draw."""
         if self.group_pos_sum is None or self.ctx_sumsq is None:
             raise ValueError("this accumulator keeps no interval groups")
-        i = self.layers.index(layer)
+        i = self.layer_index(layer)
         group_of = self.group_of.cpu().numpy()
         group_sums = self.group_pos_sum[i].cpu().numpy().astype(np.float64)
         ctx_sum = self.ctx_sum[i].cpu().numpy()

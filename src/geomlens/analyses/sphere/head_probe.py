@@ -184,8 +184,12 @@ def probe_heads(
         n_dropped: recorded as is (nouns left out by the caller).
         progress: called with 1 after each layer (a progress bar's ``update``).
     """
-    if len(noun_ids) < 2:
-        raise GeomlensError("the head probe needs at least 2 single-token nouns.")
+    different = len(set(noun_ids))
+    if different < 2:  # one token repeated: every head's self fraction would be 1
+        raise GeomlensError(
+            "the head probe needs at least 2 different single-token nouns, but the nouns "
+            f"given make {different}; give more nouns that are one token each."
+        )
     bad = [layer for layer in layers if not 0 <= layer < view.n_layers]
     if bad:
         raise GeomlensError(

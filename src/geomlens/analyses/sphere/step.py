@@ -44,7 +44,7 @@ from geomlens.corpus import Windows, load_corpus
 from geomlens.corpus.tokenized import document_ids
 from geomlens.errors import FILE_LIMITS, GeomlensError, short_list, within_limit
 from geomlens.io.extras import used
-from geomlens.io.files import read_user_text
+from geomlens.io.files import read_user_text, utf8_text
 from geomlens.io.progress import Step, StepLines, quiet, step_bar
 from geomlens.models.view import ModelView
 from geomlens.pipeline.taps import filled_tap
@@ -71,6 +71,12 @@ def load_nouns(path: str | Path | None = None) -> list[str]:
     words = [w.strip() for w in text.splitlines() if w.strip() and not w.startswith("#")]
     if len(words) < 2:
         raise GeomlensError(f"--nouns {path}: needs at least 2 words, one per line.")
+    if len(set(words)) < 2:  # one word repeated: every head would attend to "itself"
+        shown = repr(words[0]) if len(words[0]) <= 40 else repr(words[0][:37] + "...")
+        raise GeomlensError(
+            f"--nouns {path}: holds one word only ({shown}, {len(words)} times), but the "
+            "head probe compares different words; give at least 2 different ones."
+        )
     within_limit(f"--nouns {path}", "nouns", len(words), "keep fewer words, one per line")
     return words
 
@@ -288,6 +294,7 @@ def check_probe_layers(model: str, view: ModelView | None, layers: list[int] | N
 def check_prompt(view: ModelView, prompt: str) -> list[int]:
     """The prompt's token ids; refused when under two tokens or longer than the model's
     positions (checked before the capture, not after it)."""
+    utf8_text(prompt, "--prompt")
     prompt_ids = list(view.tokenizer(prompt)["input_ids"])
     shown = repr(prompt) if len(prompt) <= 40 else repr(prompt[:37] + "...")
     if len(prompt_ids) < 2:

@@ -32,6 +32,7 @@ from geomlens.config.options import (
 )
 from geomlens.config.run import CaptureRunConfig
 from geomlens.errors import GeomlensError
+from geomlens.io.files import utf8_text
 from geomlens.io.progress import StepLines
 from geomlens.models.facts import check_before_loading
 from geomlens.models.loading import load_configured
@@ -146,6 +147,8 @@ def run(config: WalkConfig, *, view: ModelView | None = None) -> Result:
     """``geomlens walk`` (and ``geomlens.walk(...)``); ``view`` is loaded with eager
     attention."""
     text = config.text if config.text_file is None else read_text_file(str(config.text_file))
+    if text is not None:
+        utf8_text(text, "--text", "give UTF-8 text, or save it in a UTF-8 file for --text-file")
     return run_result(config, run_walk, view, text=text, generate=config.generate)
 
 
