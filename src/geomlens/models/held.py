@@ -60,7 +60,8 @@ def unwrap(obj: Any) -> tuple[Any, Any, str]:
         GeomlensError: ``obj`` is none of the models geomlens reads, or a PEFT model whose
             adapters are not merged into its weights.
     """
-    current, tokenizer, wrappers = obj, None, []
+    current, tokenizer = obj, None
+    wrappers: list[str] = []
     for _ in range(4):  # a bridge around a PEFT model around a transformers model, at most
         if is_transformers_model(current):
             if has_adapters(current):

@@ -61,7 +61,8 @@ def tensor_bytes(tensor: torch.Tensor) -> Iterator[memoryview]:
         data = data.cpu()
     data = data.contiguous()
     if data.numel():
-        yield memoryview(data.reshape(-1).view(torch.uint8).numpy())
+        array: Any = data.reshape(-1).view(torch.uint8).numpy()
+        yield memoryview(array)
 
 
 def weights_hash(model: torch.nn.Module) -> str:
@@ -138,8 +139,9 @@ def quantization(model: Any) -> dict[str, Any] | None:
         bits = 4
     elif bits is None and raw.get("load_in_8bit"):
         bits = 8
-    known = isinstance(bits, (int, float)) and not isinstance(bits, bool)
-    return {"method": str(method or "unknown"), "bits": int(bits) if known else None}
+    if not isinstance(bits, (int, float)) or isinstance(bits, bool):
+        bits = None
+    return {"method": str(method or "unknown"), "bits": None if bits is None else int(bits)}
 
 
 def quantization_words(quant: Mapping[str, Any]) -> str:
