@@ -219,6 +219,8 @@ def test_a_model_in_memory_is_neither_moved_nor_cast():
         geomlens.decompose(model=model, view=load_model(model, tokenizer=tokenizer), **SMALL)
     with pytest.raises(GeomlensError, match="tokenizer= goes with a model object"):
         geomlens.decompose(model="minilm-l6", tokenizer=tokenizer, **SMALL)
+    with pytest.raises(GeomlensError, match="runs on the local engine only"):
+        geomlens.capture(model=model, tokenizer=tokenizer, engine="ray", out="unused", **SMALL)
     assert next(model.parameters()).dtype == torch.float32
 
 
@@ -250,3 +252,32 @@ def test_quantised_weights_in_memory_are_kept_and_said(tmp_path):
     # and the same weights without the config are another model
     plain = tiny_llama()
     assert weights_hash(plain) != weights_hash(model)
+
+
+def test_walk_sphere_and_concepts_take_a_model_in_memory(folder, tmp_path):
+    model, tokenizer = tiny_llama(), small_tokenizer(False)
+    text = "The cat sat on the mat."
+    held = geomlens.walk(model=model, tokenizer=tokenizer, text=text, out=tmp_path / "w", **SMALL)
+    assert model.config._attn_implementation == "sdpa"  # eager during the walk, then back
+    saved = geomlens.walk(model=str(folder), text=text, out=tmp_path / "w2", **SMALL)
+    assert held.metrics == saved.metrics
+    sphere = dict(probe_layers=[0], **SMALL)
+    held = geomlens.sphere(model=model, tokenizer=tokenizer, out=tmp_path / "s", **sphere)
+    saved = geomlens.sphere(model=str(folder), out=tmp_path / "s2", **sphere)
+    assert held.metrics == saved.metrics
+    task = tmp_path / "colours.json"
+    task.write_text(
+        json.dumps(
+            {
+                "examples": [
+                    {"input": "On a clear day the sky is", "target_scores": {"blue": 1, "red": 0}},
+                    {"input": "Fresh snow is", "target_scores": {"white": 1, "black": 0}},
+                ]
+            }
+        )
+    )
+    common = dict(task=str(task), schemes=["sanity"], progress=False)
+    ours = geomlens.concepts(model=model, tokenizer=tokenizer, out=tmp_path / "c", **common)
+    theirs = geomlens.concepts(model=str(folder), out=tmp_path / "c2", **common)
+    assert ours.metrics["concepts"] == theirs.metrics["concepts"]
+    assert manifest(ours)["model"]["source"] == "model in memory"

@@ -22,7 +22,7 @@ from typing import Any, Literal, TypedDict, TypeVar, Unpack, get_type_hints
 
 from geomlens.analyses.result import Result
 from geomlens.api.checks import checked
-from geomlens.api.held_model import held_model
+from geomlens.api.held_model import eager_while, held_model
 from geomlens.api.memory_corpus import corpus_name
 from geomlens.config.figure_level import FigureLevel
 from geomlens.config.options import CaptureArguments, Dtype, Engine, option_defaults
@@ -237,10 +237,9 @@ def walk(
         raise GeomlensError("geomlens.walk() takes text or text_file, not both.")
     from geomlens.analyses.walk.command import WalkConfig, run
 
-    arguments, view = held_model(
-        with_options(locals()), options, attention="eager", where="geomlens.walk"
-    )
-    return run(WalkConfig.of(arguments), view=view)
+    arguments, view = held_model(with_options(locals()), options, where="geomlens.walk")
+    with eager_while(view):  # it reads attention weights
+        return run(WalkConfig.of(arguments), view=view)
 
 
 @checked

@@ -8,7 +8,8 @@ weights (``models.identity``), so an edited model never reuses the numbers of an
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from geomlens.errors import GeomlensError
@@ -17,10 +18,7 @@ from geomlens.models.view import ModelView
 
 
 def held_model(
-    merged: dict[str, Any],
-    explicit: Mapping[str, Any],
-    attention: str = "sdpa",
-    where: str = "geomlens",
+    merged: dict[str, Any], explicit: Mapping[str, Any], where: str = "geomlens"
 ) -> tuple[dict[str, Any], ModelView | None]:
     """The arguments and view of a call: where ``model`` is a model object, its view
     (``load_model(model, tokenizer=...)``) and ``model``, ``device`` and ``dtype`` set to
@@ -31,7 +29,6 @@ def held_model(
         merged: every argument of the call, defaults filled (``model``, ``tokenizer``,
             ``view``, ``device``, ``dtype``, ...).
         explicit: the arguments the caller passed.
-        attention: the attention implementation the command reads ("eager": weights).
         where: the function's name, for messages.
     """
     model, view, tokenizer = merged["model"], merged.get("view"), merged.get("tokenizer")
@@ -45,7 +42,6 @@ def held_model(
             tokenizer=tokenizer,
             device=explicit.get("device"),
             dtype=explicit.get("dtype"),
-            attention=attention,
         )
     elif tokenizer is not None:
         raise GeomlensError(
@@ -61,3 +57,17 @@ def held_model(
     if is_held_model(model):
         taken["model"] = view.name
     return {**merged, **taken}, view
+
+
+@contextmanager
+def eager_while(view: ModelView | None) -> Iterator[None]:
+    """A model given in memory under eager attention for the block (``walk`` reads attention
+    weights), then back to the user's own implementation; any other view as it is."""
+    held = getattr(view, "identity", None)
+    if view is None or held is None or not held.in_memory:
+        yield
+        return
+    from geomlens.models.check import eager_attention
+
+    with eager_attention(view):
+        yield

@@ -198,7 +198,7 @@ def resolved_view(
     """``model`` as a loaded view (a name or folder is loaded now; a model object in memory
     is seen where and as it is, with ``tokenizer``)."""
     from geomlens.models.held import is_held_model
-    from geomlens.models.loading import load_model
+    from geomlens.models.loading import load_model, load_named
     from geomlens.models.view import ModelView
 
     if isinstance(model, ModelView):
@@ -216,7 +216,7 @@ def resolved_view(
             "geomlens.activations(): tokenizer= goes with a model object; a model named by "
             "a string or path loads its own tokenizer."
         )
-    return load_model(
+    return load_named(  # read here and dropped: no weights hash at load
         model, device=device or "cpu", dtype=dtype or "float32", trust_remote_code=trust_remote_code
     )
 

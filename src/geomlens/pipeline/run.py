@@ -30,6 +30,7 @@ from geomlens.engines.merge import extend
 from geomlens.errors import GeomlensError
 from geomlens.io.files import damaged
 from geomlens.models.facts import check_before_loading
+from geomlens.models.identity import WEIGHTS_VERSION
 from geomlens.models.loading import load_configured
 from geomlens.models.view import ModelView
 from geomlens.pipeline.request import AutoContexts, RunRequest, identity_defaults
@@ -211,6 +212,12 @@ def run(request: RunRequest) -> Run:
     if view is not None:  # a model loaded by the caller must be the one the config names
         given = check_given_view(view, config.model, config.dtype)
         require_finite_weights(view.model, str(config.model))
+        if request.engine.name == "ray" and given.startswith(WEIGHTS_VERSION):
+            raise GeomlensError(
+                "a model in memory (or a view edited since loading) runs on the local engine "
+                "only: Ray workers load the model from its files; save it with "
+                "save_pretrained and give its folder, or leave engine at 'local'."
+            )
     else:  # the files' facts first: refused before the folder and the weights
         check_before_loading(config.model, lambda v: check_positions(v, config))
     with (
