@@ -281,3 +281,19 @@ def test_walk_sphere_and_concepts_take_a_model_in_memory(folder, tmp_path):
     theirs = geomlens.concepts(model=str(folder), out=tmp_path / "c2", **common)
     assert ours.metrics["concepts"] == theirs.metrics["concepts"]
     assert manifest(ours)["model"]["source"] == "model in memory"
+
+
+def test_an_undeclared_type_in_memory_loads_in_the_hidden_state_tier(tmp_path):
+    from geomlens.models.tiny import tiny_model
+
+    tokenizer = small_tokenizer(False)
+    sizes = {"vocab_size": len(tokenizer), "bos_token_id": tokenizer.bos_token_id}
+    model = tiny_model("lfm2", **sizes, eos_token_id=tokenizer.eos_token_id)
+    model.save_pretrained(tmp_path / "lfm2")
+    tokenizer.save_pretrained(tmp_path / "lfm2")
+    view = load_model(model, tokenizer=tokenizer)
+    assert view.tier == "hidden-state" and view.source == "model in memory"
+    held = geomlens.decompose(model=model, tokenizer=tokenizer, out=tmp_path / "h", **SMALL)
+    saved = geomlens.decompose(model=str(tmp_path / "lfm2"), out=tmp_path / "s", **SMALL)
+    assert held.metrics["decomposition"] == saved.metrics["decomposition"]
+    assert manifest(held)["model"]["tier"] == "hidden-state"
