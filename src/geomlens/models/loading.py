@@ -203,7 +203,8 @@ def load_held(
             raise GeomlensError(
                 f"{label} is of the {layouts[0].name} family, but its modules do not have the "
                 f"shapes that family reads ({layout_mismatch(exc)}); give the model loaded "
-                f"with {layouts[0].auto_class} weights in a floating-point dtype."
+                f"with {auto_class(layouts[0].auto_class).__name__}, its weights in a "
+                "floating-point dtype."
             ) from None
         view = replace(view, load_check=check_view(view, tolerance=tolerance))
     else:
