@@ -297,3 +297,41 @@ def test_an_undeclared_type_in_memory_loads_in_the_hidden_state_tier(tmp_path):
     saved = geomlens.decompose(model=str(tmp_path / "lfm2"), out=tmp_path / "s", **SMALL)
     assert held.metrics["decomposition"] == saved.metrics["decomposition"]
     assert manifest(held)["model"]["tier"] == "hidden-state"
+
+
+@pytest.mark.parametrize(
+    ("config", "said"),
+    [
+        (lambda: transformers.BitsAndBytesConfig(load_in_4bit=True), ("bitsandbytes", 4)),
+        (lambda: transformers.BitsAndBytesConfig(load_in_8bit=True), ("bitsandbytes", 8)),
+        (lambda: transformers.GPTQConfig(bits=4), ("gptq", 4)),
+        (lambda: transformers.AwqConfig(bits=4), ("awq", 4)),
+        (lambda: {"quant_method": "torchao", "quant_type": "int4_weight_only"}, ("torchao", None)),
+    ],
+)
+def test_the_method_and_bits_are_read_from_transformers_quantisation_configs(config, said):
+    """transformers' own config classes (built without their backends) and a plain dict."""
+    from types import SimpleNamespace
+
+    from geomlens.models.identity import quantization, quantization_words
+
+    model = SimpleNamespace(config=SimpleNamespace(quantization_config=config()))
+    assert quantization(model) == {"method": said[0], "bits": said[1]}
+    bits = f", {said[1]}-bit" if said[1] else ""
+    assert quantization_words(quantization(model)) == f"quantised weights ({said[0]}{bits})"
+    assert quantization(SimpleNamespace(config=SimpleNamespace())) is None
+
+
+def test_the_weights_hash_sees_one_bit_and_nothing_else(folder):
+    """Equal for the same weights however they were made (built in memory, or saved and
+    read back by Hugging Face), different for one flipped bit or another dtype."""
+    model = tiny_llama()
+    reread = transformers.AutoModelForCausalLM.from_pretrained(folder)
+    assert weights_hash(model) == weights_hash(reread)
+    weight = model.model.layers[1].self_attn.o_proj.weight
+    bits = weight.data.view(torch.int32)
+    bits[3, 5] ^= 1  # the lowest mantissa bit of one entry
+    assert weights_hash(model) != weights_hash(reread)
+    bits[3, 5] ^= 1
+    assert weights_hash(model) == weights_hash(reread)
+    assert weights_hash(model.to(torch.bfloat16)) != weights_hash(reread)
