@@ -8,6 +8,7 @@ from typing import Any
 from geomlens.analyses.concepts.scheme_words import with_words
 from geomlens.analyses.decomposition.schema import run_published
 from geomlens.analyses.decomposition.section import decomposition_readings
+from geomlens.models.identity import quantization_words
 from geomlens.reporting.claims import count_sentence, counted, text
 from geomlens.reporting.claims_figure import claims_figure
 from geomlens.reporting.html import coded, escape, plot, readings, table
@@ -26,6 +27,31 @@ def tier_sentence(tier: str) -> str:
     return "Read in the full tier: every weight of a declared family, checked block by block."
 
 
+def model_sentences(model: dict[str, Any]) -> list[str]:
+    """What the model of a run really is, beyond its name: held in memory (identified by its
+    weights), edited since it was loaded from its files, quantised, or a bundled model
+    whose files are not the published weights (its caveat)."""
+    lines = []
+    held = model.get("held")
+    if held:
+        edited = held.get("edited_since_loaded_from")
+        lines.append(
+            f"The model was given in memory ({held.get('own_name')}) and is identified by its "
+            f"weights, config and tokenizer ({str(held.get('fingerprint'))[:26]}...)"
+            + (f"; its weights were edited after loading from {edited}." if edited else ".")
+        )
+    quant = model.get("quantization")
+    if quant:
+        bound = quant.get("check_tolerance")
+        lines.append(
+            f"It holds {quantization_words(quant)}: its numbers describe the quantised model"
+            + (f"; the on-load check allowed differences up to {bound:.0e}." if bound else ".")
+        )
+    if model.get("caveat"):
+        lines.append(f"Bundled model: {model['caveat']}.")
+    return lines
+
+
 def summary_section(run: Run) -> str:
     m, manifest = run.metrics, run.manifest
     config, model = manifest["config"], manifest.get("model", {})
@@ -33,6 +59,7 @@ def summary_section(run: Run) -> str:
         f"{model.get('name', config['model'])} ({model.get('family', '?')}, "
         f"{model.get('n_layers', '?')} layers, d = {model.get('d_model', '?')}) on the "
         f"{config['corpus']} corpus, {config['contexts']} windows of {config['length']} tokens.",
+        *model_sentences(model),
         tier_sentence(model.get("tier", "full")),
     ]
     lines += decomposition_readings(m)[:3]  # the shares, both views, the ranks
@@ -215,6 +242,7 @@ def run_section(run: Run) -> str:
         ["command", manifest.get("command")],
         ["model", model.get("name") or manifest["config"].get("model")],
         ["model source", model.get("source")],
+        ["model fingerprint", manifest.get("model_fingerprint")],
         ["corpus", manifest["config"].get("corpus")],
         ["windows", f"{manifest['config']['contexts']} x {manifest['config']['length']}"],
         ["seed", manifest["config"].get("seed")],
@@ -222,6 +250,9 @@ def run_section(run: Run) -> str:
         ["time taken", duration((manifest.get("timing") or {}).get("wall_seconds"))],
         ["capture tokens/s", (manifest.get("timing") or {}).get("tokens_per_s")],
     ]
+    rows += [[f"model {key}", model[key]] for key in ("caveat",) if model.get(key)]
+    if model.get("quantization"):
+        rows.append(["model weights", quantization_words(model["quantization"])])
     versions = [[k, v] for k, v in sorted((manifest.get("versions") or {}).items())]
     config = json.dumps(manifest["config"], indent=1, sort_keys=True)
     return (

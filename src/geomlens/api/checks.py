@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal, ParamSpec, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from geomlens.errors import GeomlensError, api_boundary
+from geomlens.models.held import HeldModel
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -58,6 +59,8 @@ def describe(hint: Any) -> str:
     if origin in (Sequence, tuple, list):
         return f"a list of {describe(args[0]).removeprefix('a ').removeprefix('an ')}s"
     words = {bool: "True or False", int: "an int", float: "a number", str: "a str", Path: "a path"}
+    if hint is HeldModel:
+        return "a transformers model"
     if hint in words:
         return words[hint]
     return f"a {getattr(hint, '__name__', str(hint))}"

@@ -22,10 +22,12 @@ from typing import Any, Literal, TypedDict, TypeVar, Unpack, get_type_hints
 
 from geomlens.analyses.result import Result
 from geomlens.api.checks import checked
+from geomlens.api.held_model import eager_while, held_model
 from geomlens.api.memory_corpus import corpus_name
 from geomlens.config.figure_level import FigureLevel
 from geomlens.config.options import CaptureArguments, Dtype, Engine, option_defaults
 from geomlens.errors import GeomlensError
+from geomlens.models.held import HeldModel
 from geomlens.models.view import ModelView
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -37,7 +39,7 @@ class CaptureOptions(TypedDict, total=False):
     ``config.options.CaptureArguments``, the one declaration (with the defaults, help
     and flags), in its order. A test keeps the two the same."""
 
-    model: str | Path
+    model: str | Path | HeldModel
     corpus: str | Path | Sequence[str]
     contexts: int | Literal["auto"]
     budget: float | None
@@ -88,8 +90,9 @@ def takes_capture_options(func: F) -> F:
 
     first = [option(n) for n in _FIRST]
     rest = [option(n) for n in shared if n not in _FIRST]
-    mine = [p.replace(annotation=hints[p.name]) for p in own if p.name != "view"]
-    view = [p.replace(annotation=hints[p.name]) for p in own if p.name == "view"]
+    late = ("tokenizer", "view")  # the arguments only Python gives, last
+    mine = [p.replace(annotation=hints[p.name]) for p in own if p.name not in late]
+    view = [p.replace(annotation=hints[p.name]) for p in own if p.name in late]
     params = first + mine + rest + view
     func.__signature__ = inspect.Signature(params, return_annotation=hints["return"])  # type: ignore[attr-defined]
     func.__annotations__ = {p.name: p.annotation for p in params} | {"return": hints["return"]}
@@ -113,13 +116,17 @@ def with_options(arguments: dict[str, Any]) -> dict[str, Any]:
 @takes_capture_options
 def capture(
     *,
+    tokenizer: Any = None,
     view: ModelView | None = None,
     **options: Unpack[CaptureOptions],
 ) -> Result:
     """``geomlens capture``: stream C windows of T tokens into mergeable statistics.
 
     Args:
-        model: bundled name, folder, .gguf or HF id.
+        model: bundled name, folder, .gguf or HF id, or a transformers model in memory
+            (a ``PreTrainedModel``, or TransformerLens's ``TransformerBridge``, nnsight's
+            ``LanguageModel`` or a merged PEFT model around one): used where and as it is,
+            named by its own name and identified by its weights.
         corpus: "bbc", a folder of .txt files, a .jsonl file, or a list of texts.
         contexts: C, the number of windows, or "auto": grown in chunks until the position
             claims are decided (docs/decomposition.md, "--contexts auto").
@@ -145,12 +152,15 @@ def capture(
         out: the run folder (default ``runs/capture-<model>``).
         progress: show progress bars.
         figures: figures drawn: "all", "interactive" (no static PNGs) or "none".
+        tokenizer: with ``model`` a model object, its tokenizer (found locally from the
+            model's ``name_or_path`` when not given).
         view: ``model`` already loaded.
     """
     from geomlens.commands.capture import run
     from geomlens.config.run import CaptureRunConfig
 
-    return run(CaptureRunConfig.of(with_options(locals())), view=view)
+    arguments, view = held_model(with_options(locals()), options, where="geomlens.capture")
+    return run(CaptureRunConfig.of(arguments), view=view)
 
 
 @checked
@@ -158,6 +168,7 @@ def capture(
 def decompose(
     *,
     skip_first: bool = False,
+    tokenizer: Any = None,
     view: ModelView | None = None,
     **options: Unpack[CaptureOptions],
 ) -> Result:
@@ -171,7 +182,8 @@ def decompose(
     """
     from geomlens.analyses.decomposition.command import DecomposeConfig, run
 
-    return run(DecomposeConfig.of(with_options(locals())), view=view)
+    arguments, view = held_model(with_options(locals()), options, where="geomlens.decompose")
+    return run(DecomposeConfig.of(arguments), view=view)
 
 
 @checked
@@ -181,6 +193,7 @@ def sphere(
     nouns: str | Path | None = None,
     prompt: str | None = None,
     probe_layers: Sequence[int] | None = None,
+    tokenizer: Any = None,
     view: ModelView | None = None,
     **options: Unpack[CaptureOptions],
 ) -> Result:
@@ -196,7 +209,8 @@ def sphere(
     """
     from geomlens.analyses.sphere.command import SphereConfig, run
 
-    return run(SphereConfig.of(with_options(locals())), view=view)
+    arguments, view = held_model(with_options(locals()), options, where="geomlens.sphere")
+    return run(SphereConfig.of(arguments), view=view)
 
 
 @checked
@@ -206,6 +220,7 @@ def walk(
     text: str | None = None,
     text_file: str | Path | None = None,
     generate: int = 0,
+    tokenizer: Any = None,
     view: ModelView | None = None,
     **options: Unpack[CaptureOptions],
 ) -> Result:
@@ -223,13 +238,15 @@ def walk(
         raise GeomlensError("geomlens.walk() takes text or text_file, not both.")
     from geomlens.analyses.walk.command import WalkConfig, run
 
-    return run(WalkConfig.of(with_options(locals())), view=view)
+    arguments, view = held_model(with_options(locals()), options, where="geomlens.walk")
+    with eager_while(view):  # it reads attention weights
+        return run(WalkConfig.of(arguments), view=view)
 
 
 @checked
 def concepts(
     *,
-    model: str | Path = "smollm2-135m",
+    model: str | Path | HeldModel = "smollm2-135m",
     task: str | Path = "timedial",
     data_dir: str | Path | None = None,
     shots: int = 0,
@@ -244,12 +261,14 @@ def concepts(
     trust_remote_code: bool = False,
     out: str | Path | None = None,
     progress: bool = True,
+    tokenizer: Any = None,
     view: ModelView | None = None,
 ) -> Result:
     """``geomlens concepts``: the concept-space tests of Singh (2023) on a task.
 
     Args:
-        model: bundled name, folder, .gguf or HF id.
+        model: bundled name, folder, .gguf or HF id, or a transformers model in memory
+            (as ``capture``'s).
         task: a task file, or a name in the data folder.
         data_dir: where task names are looked up (None: ``$GEOMLENS_DATA``).
         shots: solved examples before each item.
@@ -266,11 +285,16 @@ def concepts(
         trust_remote_code: let a model folder run its own Python code.
         out: the run folder (default ``runs/concepts-<model>``).
         progress: show progress output.
+        tokenizer: with ``model`` a model object, its tokenizer.
         view: ``model`` already loaded.
     """
     from geomlens.analyses.concepts.command import ConceptsRunConfig, run
 
-    return run(ConceptsRunConfig.of(locals()), view=view)
+    given = dict(locals())
+    defaults = {"device": "cpu", "dtype": "float32"}  # a model object keeps its own
+    explicit = {k: v for k, v in given.items() if k in defaults and v != defaults[k]}
+    arguments, view = held_model(given, explicit, where="geomlens.concepts")
+    return run(ConceptsRunConfig.of(arguments), view=view)
 
 
 @checked
@@ -282,6 +306,7 @@ def report(
     skip_first: bool = False,
     text: str | None = None,
     text_file: str | Path | None = None,
+    tokenizer: Any = None,
     view: ModelView | None = None,
     **options: Unpack[CaptureOptions],
 ) -> Result:
@@ -301,4 +326,5 @@ def report(
         raise GeomlensError("geomlens.report() takes text or text_file, not both.")
     from geomlens.commands.report import ReportConfig, run
 
-    return run(ReportConfig.of(with_options(locals())), view=view)
+    arguments, view = held_model(with_options(locals()), options, where="geomlens.report")
+    return run(ReportConfig.of(arguments), view=view)

@@ -189,66 +189,89 @@ def check_flags(**flags: Any) -> None:
 
 
 def resolved_view(
-    model: str | Path | ModelView, device: str, dtype: str, trust_remote_code: bool
+    model: Any,
+    device: str | None,
+    dtype: str | None,
+    trust_remote_code: bool,
+    tokenizer: Any = None,
 ) -> ModelView:
-    """``model`` as a loaded view (a name or folder is loaded now)."""
-    from geomlens.models.loading import load_model
+    """``model`` as a loaded view (a name or folder is loaded now; a model object in memory
+    is seen where and as it is, with ``tokenizer``)."""
+    from geomlens.models.held import is_held_model
+    from geomlens.models.loading import load_model, load_named
     from geomlens.models.view import ModelView
 
     if isinstance(model, ModelView):
         return model
+    if is_held_model(model):
+        return load_model(model, tokenizer=tokenizer, device=device, dtype=dtype)
     if not isinstance(model, (str, Path)):
         raise GeomlensError(
-            "geomlens.activations(): model takes a bundled name, a folder, an HF id or a "
-            f"view from geomlens.load_model (got a {type(model).__name__})."
+            "geomlens.activations(): model takes a bundled name, a folder, an HF id, a "
+            "transformers model or a view from geomlens.load_model (got a "
+            f"{type(model).__name__[:60]})."
         )
-    return load_model(model, device=device, dtype=dtype, trust_remote_code=trust_remote_code)
+    if tokenizer is not None:
+        raise GeomlensError(
+            "geomlens.activations(): tokenizer= goes with a model object; a model named by "
+            "a string or path loads its own tokenizer."
+        )
+    return load_named(  # read here and dropped: no weights hash at load
+        model, device=device or "cpu", dtype=dtype or "float32", trust_remote_code=trust_remote_code
+    )
 
 
 def activations(
-    model: str | Path | ModelView,
+    model: Any,
     texts: str | Sequence[str],
     *,
     attentions: bool = False,
     logits: bool = False,
     parts: bool = False,
-    device: str = "cpu",
-    dtype: str = "float32",
+    device: str | None = None,
+    dtype: str | None = None,
     trust_remote_code: bool = False,
+    tokenizer: Any = None,
 ) -> Activations:
     """Hidden states (and on request attention, logits, position/context parts) of texts.
 
     Nothing is written: the result lives in memory. Each text is read on its own, unpadded.
 
     Args:
-        model: a bundled name, a folder, a .gguf file, an HF id in the local cache, or a
-            view already loaded (``geomlens.load_model``; pass one to read many calls
-            without reloading).
+        model: a bundled name, a folder, a .gguf file, an HF id in the local cache, a
+            transformers model in memory (used where and as it is), or a view already
+            loaded (``geomlens.load_model``; pass one to read many calls without
+            reloading).
         texts: one string or a list of strings.
         attentions: also return each block's attention probabilities.
         logits: also return the logits (decoder-only models).
         parts: also return the position/context parts over the positions all texts share
             (needs at least two texts).
-        device: where a model given by name runs.
-        dtype: "float32" or "bfloat16", for a model given by name.
+        device: where a model given by name runs (default "cpu").
+        dtype: "float32" or "bfloat16", for a model given by name (default "float32").
         trust_remote_code: let a model folder run its own Python code.
+        tokenizer: with a model object, its tokenizer (found locally from the model's
+            ``name_or_path`` when not given).
 
     Returns:
         ``Activations``: ``.hidden_states[i]`` is text i's [layers + 1, tokens, d].
     """
     with api_boundary("geomlens.activations"):  # GeomlensError subclasses only
-        return read_texts(model, texts, attentions, logits, parts, device, dtype, trust_remote_code)
+        return read_texts(
+            model, texts, attentions, logits, parts, device, dtype, trust_remote_code, tokenizer
+        )
 
 
 def read_texts(
-    model: str | Path | ModelView,
+    model: Any,
     texts: str | Sequence[str],
     attentions: bool,
     logits: bool,
     parts: bool,
-    device: str,
-    dtype: str,
+    device: str | None,
+    dtype: str | None,
     trust_remote_code: bool,
+    tokenizer: Any = None,
 ) -> Activations:
     """``activations`` inside its error boundary."""
     import torch
@@ -262,7 +285,7 @@ def read_texts(
             "needs at least two different texts; give a list of two or more."
         )
     items = as_texts(texts, distinct=2 if parts else 1)
-    view = resolved_view(model, device, dtype, trust_remote_code)
+    view = resolved_view(model, device, dtype, trust_remote_code, tokenizer)
     if logits and view.kind != "decoder":
         raise GeomlensError(
             f"geomlens.activations(logits=True) reads a decoder-only model's next-token "

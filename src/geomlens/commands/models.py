@@ -94,6 +94,7 @@ def main(args: argparse.Namespace) -> int:
             "position": m.position,
             "installed": m.installed,
             "install": m.install,
+            "caveat": m.caveat,
         }
         for m in BUNDLED.values()
     ]
@@ -103,6 +104,9 @@ def main(args: argparse.Namespace) -> int:
     print_table(
         rows, ["name", "family", "layers", "d_model", "heads", "kv_heads", "position", "installed"]
     )
+    print("\nWhat each model's files really are:")
+    for r in rows:
+        print(f"  {r['name']}: {r['caveat']}.")
     missing = [r for r in rows if not r["installed"]]
     for r in missing:
         print(f"\n{r['name']} is not installed: {r['install']}")

@@ -30,6 +30,7 @@ from geomlens.capturing.capture import CaptureConfig
 from geomlens.config.figure_level import FIGURE_LEVELS, FigureLevel
 from geomlens.engines import ENGINES, EngineConfig
 from geomlens.errors import GeomlensError, seconds_option
+from geomlens.models.held import HeldModel
 
 MAX_LAYERS = 1_000_000
 """The widest --layers range read (bounds memory before any model is known)."""
@@ -214,7 +215,9 @@ class CaptureArguments:
 
     To add an option: one line here, and its use (a field of the config it fills)."""
 
-    model: str | Path = capture_option(help="bundled name, folder, .gguf or HF id", convert=str)
+    model: str | Path | HeldModel = capture_option(
+        help="bundled name, folder, .gguf or HF id", convert=str
+    )
     corpus: str | Path | Sequence[str] = capture_option(
         help="'bbc', a folder of .txt, or a .jsonl file", convert=str
     )

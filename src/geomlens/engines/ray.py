@@ -66,13 +66,13 @@ class ShardWorker:
     """
 
     def __init__(self, spec: dict[str, Any]) -> None:
-        from geomlens.models import load_model
+        from geomlens.models.loading import load_named
 
         if spec["threads"]:
             torch.set_num_threads(int(spec["threads"]))
         self.spec = spec
         device = "cuda" if str(spec["device"]).startswith("cuda") else spec["device"]
-        self.view = load_model(
+        self.view = load_named(  # the workers' own view: no weights hash at load
             spec["model"],
             device=device,
             dtype=spec["dtype"],

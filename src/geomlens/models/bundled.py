@@ -21,6 +21,8 @@ class BundledModel:
         family, n_layers, d_model, n_heads, n_kv_heads, position: known facts, shown
             by ``geomlens models`` without loading anything.
         gguf: whether the parts form a GGUF file (else the single part is an HF folder).
+        caveat: what the files really are, where that differs from the model's published
+            weights (shown by ``geomlens models``, in the run manifest and on the page).
     """
 
     name: str
@@ -34,6 +36,7 @@ class BundledModel:
     position: str
     gguf: bool
     description: str
+    caveat: str
 
     def part_paths(self) -> list[Path] | None:
         """The installed files of every part, or None when any package is missing."""
@@ -73,6 +76,12 @@ BUNDLED: dict[str, BundledModel] = {
             position="rotary",
             gguf=True,
             description="SmolLM2-135M-Instruct (GGUF Q4_1), decoder",
+            caveat=(
+                "SmolLM2-135M-Instruct (the instruction-tuned model, not the base), "
+                "de-quantised to float32 from its 4-bit Q4_1 GGUF file: its numbers describe "
+                "that de-quantised model, which differs slightly from the original bfloat16 "
+                "weights"
+            ),
         ),
         BundledModel(
             name="minilm-l6",
@@ -86,6 +95,10 @@ BUNDLED: dict[str, BundledModel] = {
             position="learned",
             gguf=False,
             description="all-MiniLM-L6-v2, encoder",
+            caveat=(
+                "sentence-transformers/all-MiniLM-L6-v2, a sentence-embedding encoder "
+                "without a masked-LM head: readouts to tokens go through its input embeddings"
+            ),
         ),
         BundledModel(
             name="gemma3-270m",
@@ -100,6 +113,11 @@ BUNDLED: dict[str, BundledModel] = {
             position="rotary",
             gguf=True,
             description="Gemma-3-270M base (GGUF Q4_K_M), decoder; optional",
+            caveat=(
+                "Gemma-3-270M (base), de-quantised to float32 from its 4-bit Q4_K_M GGUF "
+                "file: its numbers describe that de-quantised model, which differs slightly "
+                "from the original weights"
+            ),
         ),
     )
 }

@@ -323,14 +323,17 @@ def _stack(
             errors(where, f"{key} construction", construction(norm, h), norm(h))
 
 
-def check_view(view: ModelView, tokens: int = PROBE_TOKENS) -> LoadCheck:
-    """Run the on-load check (see the module docstring) and return what it measured.
+def check_view(
+    view: ModelView, tokens: int = PROBE_TOKENS, tolerance: float | None = None
+) -> LoadCheck:
+    """Run the on-load check (see the module docstring) and return what it measured;
+    ``tolerance`` widens the dtype's (``TOLERANCE``) where given (quantised weights).
 
     Raises:
         CheckFailed: naming the first block and quantity that differ beyond tolerance.
     """
     start = time.perf_counter()
-    tolerance = TOLERANCE.get(view.W_E.dtype, 1e-2)
+    tolerance = max(TOLERANCE.get(view.W_E.dtype, 1e-2), tolerance or 0.0)
     errors = _Errors(view, tolerance)
     ids = probe_ids(view, tokens).to(view.device)
     modules = [b.module for b in view.blocks + view.decoder_blocks]

@@ -27,6 +27,7 @@ from geomlens.models.check import (  # noqa: F401 (eager_attention re-exported)
 from geomlens.models.families import REFUSED, UndeclaredType, family_for, layouts_for
 from geomlens.models.families.base import Family
 from geomlens.models.families.wrappers import TEXT_WRAPPERS
+from geomlens.models.identity import IN_MEMORY, HeldIdentity, quantization, weights_hash
 from geomlens.models.view import ModelView
 from geomlens.stats.finite import require_finite_weights
 
@@ -65,7 +66,7 @@ class LoadOptions(Protocol):
 def load_configured(config: LoadOptions, attention: str = "sdpa") -> ModelView:
     """``load_model`` with a command config's model, device, dtype and trust setting: the
     one place a command loads its model."""
-    return load_model(
+    return load_named(
         config.model,
         device=config.device,
         dtype=config.dtype,
@@ -75,10 +76,11 @@ def load_configured(config: LoadOptions, attention: str = "sdpa") -> ModelView:
 
 
 def load_model(
-    name_or_path: str | os.PathLike[str],
+    name_or_path: str | os.PathLike[str] | Any,
     *,
-    device: str | torch.device = "cpu",
-    dtype: str | torch.dtype = "float32",
+    tokenizer: Any = None,
+    device: str | torch.device | None = None,
+    dtype: str | torch.dtype | None = None,
     attention: str = "sdpa",
     trust_remote_code: bool = False,
 ) -> ModelView:
@@ -88,16 +90,49 @@ def load_model(
     (never from pickled ``.bin`` files), and a folder whose config asks for its own Python
     code (``auto_map``) is refused unless ``trust_remote_code`` is set.
 
+    The view remembers the hash of its weights at load (``models.identity``): a run given
+    this view after its weights were edited in memory is identified by the weights, not
+    by the files they were loaded from.
+
     Args:
         name_or_path: a bundled name (``geomlens models``), a local folder with
             ``config.json``, a ``.gguf`` file (converted once to a cached float32 folder),
-            or a Hugging Face id already in the local HF cache (nothing is downloaded).
-        device: where the model runs.
-        dtype: "float32", "bfloat16" or "float16".
+            a Hugging Face id already in the local HF cache (nothing is downloaded), or a
+            model already in memory (``load_held``).
+        tokenizer: for a model in memory, its tokenizer (found locally from the model's
+            ``name_or_path`` when not given).
+        device: where the model runs (default "cpu"; a model in memory stays where it is).
+        dtype: "float32", "bfloat16" or "float16" (default "float32"; a model in memory
+            keeps its own).
         attention: the HF attention implementation; "eager" is needed for attention weights.
         trust_remote_code: let Hugging Face import Python code shipped with the model
             (``--trust-remote-code``); off by default.
     """
+    if not isinstance(name_or_path, (str, os.PathLike)):
+        return load_held(
+            name_or_path, tokenizer=tokenizer, device=device, dtype=dtype, attention=attention
+        )
+    view = load_named(
+        name_or_path,
+        device=device or "cpu",
+        dtype=dtype or "float32",
+        attention=attention,
+        trust_remote_code=trust_remote_code,
+    )
+    identity = HeldIdentity(in_memory=False, weights_at_load=weights_hash(view.model))
+    return replace(view, identity=identity)
+
+
+def load_named(
+    name_or_path: str | os.PathLike[str],
+    *,
+    device: str | torch.device = "cpu",
+    dtype: str | torch.dtype = "float32",
+    attention: str = "sdpa",
+    trust_remote_code: bool = False,
+) -> ModelView:
+    """``load_model`` of a name, folder, GGUF file or cached id (what a command loads: no
+    weights hash, since nothing but the command holds the view)."""
     quiet_transformers()
     check_device_and_attention(device, attention)
     name = str(name_or_path)
@@ -110,6 +145,97 @@ def load_model(
         attention=attention,
         trust_remote_code=trust_remote_code,
     )
+
+
+QUANTISED_TOLERANCE = 6e-2
+"""The on-load check's tolerance for a model with quantised weights: their kernels
+dequantise into a 16-bit compute dtype and accumulate there (bitsandbytes, GPTQ and AWQ
+default to float16, torchao to the activations' dtype), so the view's rebuild in the
+weights' own dtype agrees to 16-bit rounding at best; the bfloat16 bound (8 bits of
+mantissa over a few dozen operations) covers both 16-bit types."""
+
+
+def load_held(
+    obj: Any,
+    *,
+    tokenizer: Any = None,
+    device: str | torch.device | None = None,
+    dtype: str | torch.dtype | None = None,
+    attention: str = "sdpa",
+) -> ModelView:
+    """The view of a model already in memory: a transformers ``PreTrainedModel`` (or a
+    wrapper around one, ``models.held.unwrap``), seen as a folder's model is.
+
+    The model is used where it is and as it is: not moved, not cast, its
+    ``quantization_config`` kept; it is put in eval mode. It goes through the same family
+    route (``candidate_layouts``: the options allowlist; ``through_layouts``; the hidden-state
+    tier), the same tokenizer and finite-weights checks and the same on-load check
+    (``QUANTISED_TOLERANCE`` for quantised weights) as a folder's.
+
+    Raises:
+        GeomlensError: an object geomlens does not read, no tokenizer, weights not loaded,
+            a device or dtype asked for that the model does not have, an option its family
+            does not handle, or an on-load check that fails.
+    """
+    from geomlens.models.held import check_materialised, find_tokenizer, own_name, unwrap
+
+    quiet_transformers()
+    model, wrapped_tokenizer, wrapper = unwrap(obj)
+    check_materialised(model)
+    tokenizer = find_tokenizer(model, tokenizer if tokenizer is not None else wrapped_tokenizer)
+    name = own_name(model)
+    label = f"the model in memory ({name})"
+    check_held_placement(model, device, dtype)
+    check_sub_configs(Path(label), model.config)  # multimodal: read through its text model
+    layouts = candidate_layouts(model.config)  # unhandled options, by name
+    check_tokenizer(Path(label), tokenizer, embedding_rows(model))
+    require_finite_weights(model, label)
+    if attention == "eager" and model.config._attn_implementation != "eager":
+        model.set_attn_implementation("eager")  # the analyses that read attention weights
+    model.eval()
+    quant = quantization(model)
+    identity = HeldIdentity(True, weights_hash(model), name, quant)
+    tolerance = QUANTISED_TOLERANCE if quant is not None else None
+    if len(layouts) == 1 and family_declares(layouts[0], model.config):
+        try:
+            view = layouts[0].build(model, tokenizer, name, IN_MEMORY)
+        except LAYOUT_ERRORS as exc:
+            raise GeomlensError(
+                f"{label} is of the {layouts[0].name} family, but its modules do not have the "
+                f"shapes that family reads ({layout_mismatch(exc)}); give the model loaded "
+                f"with {auto_class(layouts[0].auto_class).__name__}, its weights in a "
+                "floating-point dtype."
+            ) from None
+        view = replace(view, load_check=check_view(view, tolerance=tolerance))
+    else:
+        view = through_layouts(layouts, model, tokenizer, name, IN_MEMORY, tolerance)
+    if wrapper:
+        print(f"geomlens: reading the transformers model inside {wrapper}.", file=sys.stderr)
+    return replace(view, identity=identity)
+
+
+def check_held_placement(
+    model: Any, device: str | torch.device | None, dtype: str | torch.dtype | None
+) -> None:
+    """Refuse a device or dtype asked for that a model in memory does not have: geomlens
+    neither moves nor casts a model it is given."""
+    weight = next(iter(model.parameters()), None)
+    if weight is None:
+        raise GeomlensError("the model in memory has no weights; pass a model with weights.")
+    asked = None if device is None else torch.device(device)
+    if asked is not None and (
+        asked.type != weight.device.type or asked.index not in (None, weight.device.index)
+    ):
+        raise GeomlensError(
+            f"the model in memory is on {weight.device}, not {device}; geomlens does not "
+            "move a model it is given: move it first, or leave device out."
+        )
+    if dtype is not None and weight.is_floating_point() and resolve_dtype(dtype) != weight.dtype:
+        have = str(weight.dtype).removeprefix("torch.")
+        raise GeomlensError(
+            f"the model in memory holds {have} weights, not {dtype}; geomlens does not cast "
+            f"a model it is given: cast it first, or leave dtype out (or pass {have!r})."
+        )
 
 
 def check_device_and_attention(device: str | torch.device, attention: str) -> None:
@@ -611,7 +737,7 @@ TOKENIZER_PROBE = "the cat sat on the mat and the dog ran to the old house by th
 """Ordinary words every real tokenizer splits into several distinct ids."""
 
 
-def check_tokenizer(folder: Path, tokenizer: Any, rows: int | None) -> None:
+def check_tokenizer(folder: Path | str, tokenizer: Any, rows: int | None) -> None:
     """Refuse a tokenizer that is empty, maps ordinary words to one id, or has ids beyond
     the model's embedding rows (the embedding does not cover it).
 
@@ -741,17 +867,23 @@ LAYOUT_ERRORS = (AttributeError, KeyError, IndexError, TypeError, ValueError, Ru
 
 
 def through_layouts(
-    layouts: list[Family], model: Any, tokenizer: Any, name: str, folder: Path
+    layouts: list[Family],
+    model: Any,
+    tokenizer: Any,
+    name: str,
+    folder: Path | str,
+    tolerance: float | None = None,
 ) -> ModelView:
     """An undeclared model type through the first declared layout whose view builds and
     passes the on-load check, with a notice naming it; when none does (or none accepts its
-    config), in the hidden-state tier, with a notice naming each layout's first mismatch."""
+    config), in the hidden-state tier, with a notice naming each layout's first mismatch.
+    ``tolerance``: the on-load check's, where not the dtype's (quantised weights)."""
     model_type = getattr(model.config, "model_type", None)
     failed: list[tuple[str, BaseException]] = []
     for family in layouts:
         try:
             view = family.build(model, tokenizer, name, str(folder))
-            check = check_view(view)
+            check = check_view(view, tolerance=tolerance)
         except (GeomlensError, *LAYOUT_ERRORS) as exc:
             failed.append((family.name, exc))
             continue
@@ -776,7 +908,9 @@ def through_layouts(
     return hidden_state_view(model, tokenizer, name, folder, why)
 
 
-def hidden_state_view(model: Any, tokenizer: Any, name: str, folder: Path, why: str) -> ModelView:
+def hidden_state_view(
+    model: Any, tokenizer: Any, name: str, folder: Path | str, why: str
+) -> ModelView:
     """The model in the hidden-state tier (``models.hidden_tier``), checked against Hugging
     Face's hidden states, with a notice saying why and what it reads; refused in one
     sentence when even its hidden states cannot be read."""

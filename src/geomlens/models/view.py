@@ -563,6 +563,9 @@ class ModelView:
         input_fn: for the hidden-state tier, ``ids [..., T] -> [..., T, d]`` the input
             Hugging Face's block 0 receives (read from the model's own forward pass);
             None where ``block_input`` builds it from the declared embedding.
+        identity: for a view made by ``load_model``, what it remembers of its weights
+            (``models.identity.HeldIdentity``): whether it was given in memory and the
+            weights' hash at load, which tells an edited view from its files; else None.
     """
 
     name: str
@@ -599,6 +602,7 @@ class ModelView:
     input_fn: Callable[[torch.Tensor], torch.Tensor] | None = field(
         default=None, repr=False, compare=False
     )
+    identity: Any = field(default=None, repr=False, compare=False)
 
     def block_input(self, ids: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
         """The exact input of block 0 (hidden-state layer 0) for token ids at positions.

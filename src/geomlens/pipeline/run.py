@@ -25,6 +25,7 @@ from geomlens.engines import capture as engine_capture
 from geomlens.errors import GeomlensError
 from geomlens.io.files import damaged
 from geomlens.models.facts import check_before_loading
+from geomlens.models.identity import WEIGHTS_VERSION
 from geomlens.models.loading import load_configured
 from geomlens.models.view import ModelView
 from geomlens.pipeline.auto import (
@@ -43,6 +44,7 @@ from geomlens.runs.runfolder import (
     RunFolder,
     check_given_view,
     model_fingerprint,
+    model_record,
     read_windows,
     write_json,
 )
@@ -210,9 +212,16 @@ def run(request: RunRequest) -> Run:
     if request.auto is not None:  # a rule and a budget, before anything loads
         auto_of(request)
     check_corpus_given(config.corpus)
+    given = None  # a given model's fingerprint: hashing its weights once per run
     if view is not None:  # a model loaded by the caller must be the one the config names
-        check_given_view(view, config.model, config.dtype)
+        given = check_given_view(view, config.model, config.dtype)
         require_finite_weights(view.model, str(config.model))
+        if request.engine.name == "ray" and given.startswith(WEIGHTS_VERSION):
+            raise GeomlensError(
+                "a model in memory (or a view edited since loading) runs on the local engine "
+                "only: Ray workers load the model from its files; save it with "
+                "save_pretrained and give its folder, or leave engine at 'local'."
+            )
     else:  # the files' facts first: refused before the folder and the weights
         check_before_loading(config.model, lambda v: check_positions(v, config))
     with (
@@ -221,7 +230,7 @@ def run(request: RunRequest) -> Run:
         ) as folder_run,
         figure_level(request.figures),
     ):
-        return _run_locked(folder_run, request)
+        return _run_locked(folder_run, request, given)
 
 
 def sections_of(request: RunRequest) -> tuple[str, ...]:
@@ -242,19 +251,21 @@ def check_corpus_given(corpus: Any) -> None:
         load_corpus(corpus)  # its one sentence on the missing source
 
 
-def reuse_finished(run: lifecycle.RunInFolder, request: RunRequest) -> Run | None:
+def reuse_finished(
+    run: lifecycle.RunInFolder, request: RunRequest, given: str | None = None
+) -> Run | None:
     """The finished run in the folder when it is this request's with every part present; None
-    (after a notice) when parts are missing; refused when it is another run.
+    (after a notice) when parts are missing; refused when it is another run (``given``: the
+    fingerprint of the model the request gives loaded).
 
     The windows follow from the corpus, the tokenizer and the config: comparing the corpus
     and the model does not need the (slow) tokenizing of every window.
     """
     config, view = request.config, request.view
     folder, corpus = run.folder, load_corpus(config.corpus)
+    model = given or model_fingerprint(model_source(config, view))
     folder.check_identity(
-        run.previous or {},
-        {"model": model_fingerprint(model_source(config, view)), "corpus": corpus.fingerprint},
-        finished=True,
+        run.previous or {}, {"model": model, "corpus": corpus.fingerprint}, finished=True
     )
     missing = finished_parts_missing(folder, sections_of(request), request.taps is not None)
     drawn = figures_drawn(run.previous or {})
@@ -302,23 +313,23 @@ def captured(
     return acc, timing
 
 
-def _run_locked(run: lifecycle.RunInFolder, request: RunRequest) -> Run:
+def _run_locked(run: lifecycle.RunInFolder, request: RunRequest, given: str | None) -> Run:
     config, view, taps = request.config, request.view, request.taps
     if run.finished:
-        reused = reuse_finished(run, request)
+        reused = reuse_finished(run, request, given)
         if reused is not None:
             return reused
     folder = run.folder
     view, corpus, windows = prepare(config, view, request.auto)
     fingerprints = {
-        "model": model_fingerprint(view.source),
+        "model": given or model_fingerprint(view.source),
         "corpus": corpus.fingerprint,
         "windows": windows.fingerprint,
     }
     if run.previous is not None:
         folder.check_identity(run.previous, fingerprints, finished=run.state == "complete")
     record: dict[str, Any] = {
-        "model": {**view.describe(), "source": view.source},
+        "model": model_record(view, fingerprints["model"]),
         "model_fingerprint": fingerprints["model"],
         "corpus_fingerprint": fingerprints["corpus"],
         "windows_fingerprint": fingerprints["windows"],

@@ -136,6 +136,10 @@ FINGERPRINT_VERSION = "content-v2"
 """Prefix of model fingerprints that hash whole files (earlier ones hashed the first and
 last MiB of each weight file; a run recorded with one is not compared, but refused)."""
 
+CURRENT_FINGERPRINTS = (FINGERPRINT_VERSION, "weights-v1")
+"""Prefixes of the model fingerprints this geomlens writes: of files, and of weights in
+memory (``models.identity.WEIGHTS_VERSION``)."""
+
 TOKENIZER_FILES = (
     "tokenizer.json",
     "tokenizer_config.json",
@@ -174,9 +178,54 @@ def model_fingerprint(folder: str | Path) -> str:
     return f"{FINGERPRINT_VERSION}:{h.hexdigest()}"
 
 
-def check_given_view(view: Any, named: str, want_dtype: str) -> None:
+def view_fingerprint(view: Any) -> str:
+    """The identity of a loaded model (``ModelView``): its files' (``model_fingerprint``)
+    while its weights are the ones loaded from them, else its weights as they are now
+    (``models.identity.held_fingerprint``: a model given in memory, or a view edited
+    since it was loaded). Costs one pass over the weights for a view ``load_model`` made."""
+    from geomlens.models.identity import held_fingerprint, weights_hash
+
+    held = getattr(view, "identity", None)
+    if held is None:  # a view no load_model made: its files are all there is
+        return model_fingerprint(view.source)
+    live = weights_hash(view.model)
+    if not held.in_memory and live == held.weights_at_load:
+        return model_fingerprint(view.source)
+    return held_fingerprint(view.model, view.tokenizer, live)
+
+
+def model_record(view: Any, fingerprint: str) -> dict[str, Any]:
+    """The manifest's ``model``: the view's summary and source; for a model identified by
+    its weights, "model in memory" with their hash and the model's own name (and whether
+    they were edited since loading from the source); its quantisation; a bundled model's
+    caveat (what its files really are)."""
+    from geomlens.models.bundled import BUNDLED
+    from geomlens.models.identity import IN_MEMORY, WEIGHTS_VERSION
+
+    record: dict[str, Any] = {**view.describe(), "source": view.source}
+    held = getattr(view, "identity", None)
+    if fingerprint.startswith(WEIGHTS_VERSION):
+        record["source"] = IN_MEMORY
+        record["held"] = {
+            "fingerprint": fingerprint,
+            "own_name": held.own_name if held is not None and held.own_name else view.name,
+        }
+        if held is not None and not held.in_memory:
+            record["held"]["edited_since_loaded_from"] = view.source
+    if held is not None and held.quantization is not None:
+        check = getattr(view, "load_check", None)
+        tolerance = {} if check is None else {"check_tolerance": check.tolerance}
+        record["quantization"] = {**held.quantization, **tolerance}
+    bundled = BUNDLED.get(view.name)
+    if bundled is not None and not fingerprint.startswith(WEIGHTS_VERSION):
+        record["caveat"] = bundled.caveat
+    return record
+
+
+def check_given_view(view: Any, named: str, want_dtype: str) -> str:
     """Refuse a loaded model (``ModelView``) given for a run whose config names another:
-    its files (``model_fingerprint``, unless it is the same folder) or its dtype differ.
+    its files (``model_fingerprint``, unless it is the same folder), its name (a model
+    given in memory) or its dtype differ; return its fingerprint (``view_fingerprint``).
 
     Args:
         view: the model given (``view.source``: the folder it was loaded from).
@@ -185,21 +234,34 @@ def check_given_view(view: Any, named: str, want_dtype: str) -> None:
     """
     from geomlens.models.loading import resolve_folder
 
-    source = Path(view.source)
-    folder = resolve_folder(str(named))
-    same = source.exists() and source.resolve() == folder.resolve()
-    if not same and (not source.exists() or model_fingerprint(source) != model_fingerprint(folder)):
-        raise IdentityError(
-            f"the model given as view was loaded from {view.source}, not from {str(named)!r} "
-            f"({folder}) that the run names, so its numbers would be another model's; pass "
-            f"view=load_model({str(named)!r}), or model= the folder the view was loaded from."
-        )
+    held = getattr(view, "identity", None)
+    if held is not None and held.in_memory:
+        if str(named) != view.name:
+            raise IdentityError(
+                f"the model given as view is a model in memory named {view.name!r}, not "
+                f"{str(named)[:80]!r} that the run names; pass model= the model object (or "
+                f"model={view.name!r} with this view)."
+            )
+    else:
+        source = Path(view.source)
+        folder = resolve_folder(str(named))
+        same = source.exists() and source.resolve() == folder.resolve()
+        if not same and (
+            not source.exists() or model_fingerprint(source) != model_fingerprint(folder)
+        ):
+            raise IdentityError(
+                f"the model given as view was loaded from {view.source}, not from "
+                f"{str(named)!r} ({folder}) that the run names, so its numbers would be another "
+                f"model's; pass view=load_model({str(named)!r}), or model= the folder the view "
+                "was loaded from."
+            )
     dtype = str(view.W_E.dtype).removeprefix("torch.")
     if dtype != want_dtype:
         raise IdentityError(
             f"the model given as view is {dtype}, but the run asks for dtype {want_dtype}; "
             f"load it with dtype={want_dtype!r}, or pass dtype={dtype!r}."
         )
+    return view_fingerprint(view)
 
 
 _UNSET = object()
@@ -374,7 +436,7 @@ class RunFolder:
         if not changed:
             return
         recorded = manifest.get(FINGERPRINTS["model"])
-        if "model" in changed and not str(recorded).startswith(FINGERPRINT_VERSION):
+        if "model" in changed and not str(recorded).startswith(CURRENT_FINGERPRINTS):
             raise IdentityError(
                 f"{self.path} holds a run whose model was identified by an earlier geomlens "
                 "(from parts of its weight files only), so it cannot be checked against this "

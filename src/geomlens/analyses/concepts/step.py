@@ -63,6 +63,7 @@ from geomlens.runs.runfolder import (
     RunFolder,
     check_given_view,
     model_fingerprint,
+    model_record,
 )
 from geomlens.stats import DecompositionAccumulator
 from geomlens.stats.finite import require_finite_weights
@@ -245,12 +246,13 @@ def run_concepts(
             prepare(model, task, items, config.shots, config.seed)
 
         check_before_loading(config.model, check)
+    given = None  # a given model's fingerprint: hashing its weights once per run
     if view is not None:  # a model loaded by the caller must be the one the config names
-        check_given_view(view, config.model, config.dtype)
+        given = check_given_view(view, config.model, config.dtype)
         require_finite_weights(view.model, str(config.model))
     full = run_identity(config, task, items, schemes)
     with lifecycle.run_folder(out, "concepts", full) as run:
-        return _run_locked(config, run, task, items, schemes, view, progress, figures)
+        return _run_locked(config, run, task, items, schemes, view, progress, figures, given)
 
 
 def run_identity(
@@ -287,25 +289,26 @@ def _run_locked(
     view: ModelView | None,
     progress: bool,
     figures: bool,
+    given: str | None = None,
 ) -> Run:
     folder, previous = run.folder, run.previous
     if run.finished and previous is not None:
         source = view.source if view is not None else str(resolve_folder(config.model))
-        folder.check_identity(previous, {"model": model_fingerprint(source)}, finished=True)
+        model = given or model_fingerprint(source)
+        folder.check_identity(previous, {"model": model}, finished=True)
         if "concepts" in folder.read_metrics():
             return run.reuse()
     if view is None:
         view = load_configured(config)
+    fingerprint = given or model_fingerprint(view.source)
     if previous is not None:
-        folder.check_identity(
-            previous, {"model": model_fingerprint(view.source)}, finished=run.state == "complete"
-        )
+        folder.check_identity(previous, {"model": fingerprint}, finished=run.state == "complete")
     check_decoder(view)
     check_feed(view, config.feed)
     prepared = prepare(view, task, items, config.shots, config.seed)
     run.begin(
-        model={**view.describe(), "source": view.source},
-        model_fingerprint=model_fingerprint(view.source),
+        model=model_record(view, fingerprint),
+        model_fingerprint=fingerprint,
         task={"path": task.path, "name": task.name, "n_items_in_file": len(task.items)},
         device=str(view.device),
         schemes={s.key: s.to_dict() for s in schemes},
