@@ -230,7 +230,7 @@ def activations(
         parts: also return the position/context parts over the positions all texts share
             (needs at least two texts).
         device: where a model given by name runs.
-        dtype: "float32" or "bfloat16", for a model given by name.
+        dtype: "float32", "bfloat16" or "float16", for a model given by name.
         trust_remote_code: let a model folder run its own Python code.
 
     Returns:

@@ -34,7 +34,9 @@ from geomlens.errors import seconds_option
 MAX_LAYERS = 1_000_000
 """The widest --layers range read (bounds memory before any model is known)."""
 
-Dtype = Literal["float32", "bfloat16"]
+Dtype = Literal["float32", "bfloat16", "float16"]
+"""The dtypes a model's weights and forward pass run in (float16 matmuls run on CPU too,
+slower than float32)."""
 Engine = Literal["local", "ray"]
 
 
