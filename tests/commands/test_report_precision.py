@@ -72,7 +72,11 @@ def test_the_identity_is_judged_at_the_runs_precision(report: tuple[str, Path]) 
     assert identity["max_rel_err"] > 1e-4
     found = claim(run, IDENTITY)
     assert found["verdict"] == "reproduced"
-    assert found["threshold"] == identity_threshold(dtype) == 4 * torch.finfo(getattr(torch, dtype)).eps
+    assert (
+        found["threshold"]
+        == identity_threshold(dtype)
+        == 4 * torch.finfo(getattr(torch, dtype)).eps
+    )
     assert identity["max_rel_err"] < found["threshold"]
     assert f"(a {dtype} forward pass)" in found["rule"] and dtype in found["threshold_source"]
 

@@ -30,7 +30,9 @@ from geomlens.engines.merge import extend
 from geomlens.errors import GeomlensError
 from geomlens.io.files import damaged
 from geomlens.models.facts import check_before_loading
+from geomlens.models.hub import hub_record
 from geomlens.models.loading import load_configured
+from geomlens.models.placement import materialised, placement_record
 from geomlens.models.view import ModelView
 from geomlens.pipeline.request import AutoContexts, RunRequest, identity_defaults
 from geomlens.pipeline.taps import saved_taps
@@ -147,7 +149,7 @@ def model_source(config: CaptureConfig, view: ModelView | None) -> str:
         return view.source
     from geomlens.models.loading import resolve_folder
 
-    return str(resolve_folder(config.model))
+    return str(resolve_folder(config.model, config.revision))
 
 
 def check_stats_header(path: Path) -> None:
@@ -199,7 +201,7 @@ def run(request: RunRequest) -> Run:
     whole call.
     """
     config, view = request.config, request.view
-    request.engine.validate(config.save_activations)
+    request.engine.validate(config.save_activations, config.device_map is not None)
     if not request.checked:
         config.validate()
         if request.check is not None:  # the analyses' own limits, before the model loads
@@ -207,10 +209,11 @@ def run(request: RunRequest) -> Run:
     if request.auto is not None:  # a rule and a budget, before anything loads
         _auto(request)
     if view is not None:  # a model loaded by the caller must be the one the config names
-        check_given_view(view, config.model, config.dtype)
-        require_finite_weights(view.model, str(config.model))
+        check_given_view(view, config.model, config.dtype, config.revision)
+        with materialised(view.model):  # offloaded weights read back (models.placement)
+            require_finite_weights(view.model, str(config.model))
     else:  # the files' facts first: refused before the folder and the weights
-        check_before_loading(config.model, lambda v: check_positions(v, config))
+        check_before_loading(config.model, lambda v: check_positions(v, config), config.revision)
     with (
         lifecycle.run_folder(
             request.out, request.command, request.identity(), identity_defaults(type(config))
@@ -292,11 +295,13 @@ def _run_locked(run: lifecycle.RunInFolder, request: RunRequest) -> Run:
         folder.check_identity(run.previous, fingerprints, finished=run.state == "complete")
     record: dict[str, Any] = {
         "model": {**view.describe(), "source": view.source},
+        **hub_record(view.source, config.revision),
         "model_fingerprint": fingerprints["model"],
         "corpus_fingerprint": fingerprints["corpus"],
         "windows_fingerprint": fingerprints["windows"],
         "corpus": corpus.record(),
         "device": str(view.device),
+        **placement_record(view.model),
         "engine": request.engine.record(),
     }
     if config.save_activations and request.engine.activations_dir is not None:
