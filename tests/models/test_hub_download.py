@@ -160,8 +160,8 @@ def test_a_cut_download_says_so_and_resumes(downloaded) -> None:
     one sentence; the rerun fetches only the file that was missing."""
     stopped, result, rerun, by_id, _ = downloaded
     assert stopped["code"] == 2
-    assert "the download of model 'geomlens-test/tiny' stopped" in stopped["stderr"]
-    assert "rerun the same command to resume it" in stopped["stderr"]
+    assert "the download of model 'geomlens-test/tiny' from the hub at" in stopped["stderr"]
+    assert "stopped (RemoteProtocolError); rerun the same command to resume" in stopped["stderr"]
     assert result["code"] == 0
     fetched = [p.rsplit("/", 1)[-1] for m, p, _ in rerun if m == "GET" and "/resolve/" in p]
     assert fetched == ["model.safetensors"]

@@ -11,6 +11,7 @@ hub, a missing repository or revision and a gated one are each refused in one se
 from __future__ import annotations
 
 import functools
+import importlib
 import os
 import re
 from collections.abc import Iterable
@@ -85,7 +86,7 @@ def hub_folder(model_id: str, revision: str | None = None, code: bool = False) -
         return cached_snapshot(model_id, revision, code, OFFLINE)
     files = repository_files(model_id, revision)
     if files is None:  # unreachable: a cached copy serves, as huggingface_hub's own does
-        return cached_snapshot(model_id, revision, code, unreachable(model_id))
+        return cached_snapshot(model_id, revision, code, unreachable())
     check_weight_files(model_id, files)
     return download(model_id, revision, code)
 
@@ -123,11 +124,26 @@ def cached_snapshot(model_id: str, revision: str | None, code: bool, why: str) -
         ) from None
 
 
-def unreachable(model_id: str) -> str:
+def unreachable() -> str:
     """Why nothing was fetched when the hub did not answer."""
     from huggingface_hub import constants
 
     return f"the hub at {shown(constants.ENDPOINT)} cannot be reached"
+
+
+def transport_errors() -> tuple[type[BaseException], ...]:
+    """What huggingface_hub raises when the hub does not answer: its HTTP client's
+    transport errors (``httpx2`` in huggingface_hub 2.x, ``httpx`` in 1.x), its offline
+    refusal, and plain connection errors."""
+    from huggingface_hub.errors import OfflineModeIsEnabled
+
+    found: list[type[BaseException]] = [OfflineModeIsEnabled, ConnectionError]
+    for client in ("httpx2", "httpx"):
+        try:
+            found.append(importlib.import_module(client).TransportError)
+        except (ImportError, AttributeError):
+            continue
+    return tuple(found)
 
 
 def repository_files(model_id: str, revision: str | None) -> list[str] | None:
@@ -136,13 +152,11 @@ def repository_files(model_id: str, revision: str | None) -> list[str] | None:
     Raises:
         GeomlensError: no such repository or revision, or access refused (gated, private).
     """
-    import httpx2
     from huggingface_hub import HfApi
-    from huggingface_hub.errors import OfflineModeIsEnabled
 
     try:
         info = HfApi().model_info(model_id, revision=revision)
-    except (httpx2.TransportError, OfflineModeIsEnabled, ConnectionError):
+    except transport_errors():
         return None
     except Exception as exc:
         raise GeomlensError(hub_refusal(exc, model_id, revision)) from None
@@ -211,7 +225,6 @@ def check_weight_files(model_id: str, files: Iterable[str]) -> None:
 def download(model_id: str, revision: str | None, code: bool) -> Path:
     """The files ``ALLOW_PATTERNS`` names downloaded into the cache (resuming a partial
     download); huggingface_hub's progress bar on stderr."""
-    import httpx2
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import LocalEntryNotFoundError
     from huggingface_hub.utils import (
@@ -220,14 +233,18 @@ def download(model_id: str, revision: str | None, code: bool) -> Path:
         enable_progress_bars,
     )
 
+    stopped: tuple[type[BaseException], ...] = (*transport_errors(), LocalEntryNotFoundError)
     quiet = are_progress_bars_disabled()  # quiet_transformers turns the hub's bars off
     enable_progress_bars()
     try:
         path = snapshot_download(model_id, revision=revision, allow_patterns=patterns(code))
-    except (httpx2.TransportError, LocalEntryNotFoundError, ConnectionError):
+    except stopped as exc:
+        from huggingface_hub import constants
+
         raise GeomlensError(
-            f"the download of model {shown(model_id)} stopped: {unreachable(model_id)}; "
-            "rerun the same command to resume it."
+            f"the download of model {shown(model_id)} from the hub at "
+            f"{shown(constants.ENDPOINT)} stopped ({type(exc).__name__}); rerun the same "
+            "command to resume it: the files already fetched are kept."
         ) from None
     except Exception as exc:
         raise GeomlensError(hub_refusal(exc, model_id, revision)) from None
