@@ -127,7 +127,9 @@ def test_decompose_with_blocks_on_disk_equals_the_in_memory_run(
     assert "device_map" not in json.loads((memory.folder / "manifest.json").read_text())
 
 
-def test_the_command_line_places_a_model_by_a_memory_limit(folder: Path, tmp_path: Path) -> None:
+def test_the_command_line_places_a_model_by_a_memory_limit(
+    folder: Path, tmp_path: Path, caplog
+) -> None:
     """--device-map auto with too little memory for the whole model: accelerate puts the
     rest on disk, and the capture's numbers are the in-memory capture's."""
     args = ["capture", "--model", str(folder), "--contexts", "8", "--length", "16", "--quiet"]
@@ -135,6 +137,8 @@ def test_the_command_line_places_a_model_by_a_memory_limit(folder: Path, tmp_pat
     placed = ["--device-map", "auto", "--max-memory", "cpu=300KB"]
     placed += ["--offload-folder", str(tmp_path / "offload")]
     assert main([*args, *placed, "--out", str(tmp_path / "placed")]) == 0
+    notices = [r for r in caplog.records if r.name.startswith("accelerate")]
+    assert notices == []  # accelerate's meta-device notice kept out of the terminal
     manifest = json.loads((tmp_path / "placed" / "manifest.json").read_text())
     assert "disk" in manifest["device_map"].values() and "cpu" in manifest["device_map"].values()
     assert "device_map" not in manifest["config"]  # how it loads is not what it computes

@@ -36,11 +36,16 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 
 def quiet_transformers() -> None:
-    """Keep Hugging Face's progress bars and advice out of the user's terminal."""
+    """Keep Hugging Face's progress bars and advice out of the user's terminal (and
+    accelerate's notice that offloaded parameters sit on the meta device: the manifest
+    records the placement)."""
+    import logging as std_logging
+
     from transformers.utils import logging
 
     logging.set_verbosity_error()
     logging.disable_progress_bar()
+    std_logging.getLogger("accelerate.big_modeling").setLevel(std_logging.ERROR)
 
 
 def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
