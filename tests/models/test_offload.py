@@ -189,3 +189,19 @@ def test_a_placed_model_is_not_sent_to_ray_workers(folder: Path, tmp_path: Path,
     err = capsys.readouterr().err
     assert "each Ray worker holds a whole model on one device; drop --device-map" in err
     assert not (tmp_path / "x").exists()
+
+
+def test_a_view_that_reads_offloaded_weights_outside_the_forward_is_refused(
+    tmp_path: Path,
+) -> None:
+    """T5's view computes the relative position bias by calling a method of the attention,
+    outside any forward pass accelerate's hooks serve: with the decoder's blocks on disk
+    the load stops in one sentence, not in accelerate's meta-tensor error."""
+    from seq2seq_models import tiny_t5
+
+    folder = tiny_t5(tmp_path, "t5-v1_1")
+    placed = {"shared": "cpu", "encoder": "cpu", "decoder.embed_tokens": "cpu"}
+    placed |= {"decoder.block": "disk", "decoder.final_layer_norm": "cpu"}
+    placed |= {"decoder.dropout": "cpu", "lm_head": "cpu"}
+    with pytest.raises(GeomlensError, match="the t5 model's view reads some offloaded weights"):
+        load_model(folder, device_map=placed, offload_folder=tmp_path / "offload")

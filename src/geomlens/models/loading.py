@@ -28,7 +28,13 @@ from geomlens.models.families import REFUSED, UndeclaredType, family_for, layout
 from geomlens.models.families.base import Family
 from geomlens.models.families.wrappers import TEXT_WRAPPERS
 from geomlens.models.hub import hub_folder, is_hub_id, shown
-from geomlens.models.placement import check_placement, materialised, on_demand, placement
+from geomlens.models.placement import (
+    check_placement,
+    materialised,
+    offload_refused,
+    on_demand,
+    placement,
+)
 from geomlens.models.view import ModelView
 from geomlens.stats.finite import require_finite_weights
 
@@ -665,7 +671,7 @@ def load_folder(
     model.eval().requires_grad_(False)
     if not placed:
         model.to(device)
-    with materialised(model):  # offloaded weights read back (models.placement)
+    with materialised(model), offload_refused(model):  # offloaded weights read back
         require_finite_weights(model, str(folder))  # before the on-load check compares NaN
         check_tokenizer(folder, tokenizer, embedding_rows(model))
         if len(layouts) == 1 and family_declares(layouts[0], config):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
@@ -160,29 +160,57 @@ def placement_record(model: Any) -> dict[str, Any]:
     return {"device_map": {str(k): str(v) for k, v in placed.items()}} if placed else {}
 
 
+def reading(module: Any, weights: Callable[[], Any]) -> Callable[[], Any]:
+    """``weights`` (a view's per-call reader of ``module``'s parameters) run with the
+    module's offloaded weights put in, on the device it runs on."""
+
+    def read() -> Any:
+        with materialised(module, "execution"):
+            return weights()
+
+    return read
+
+
 def on_demand(view: Any) -> Any:
     """``view`` whose blocks read their offloaded weights when asked (``heads()``,
-    ``mlp()`` compute from the modules' parameters on each call): each call runs with its
-    block's weights put in, and returns tensors that outlive it."""
+    ``mlp()`` and a decoder block's cross-attention heads compute from the modules'
+    parameters on each call): each call runs with its block's weights put in, and returns
+    tensors that outlive it."""
     from dataclasses import replace
 
     def wrapped(block: Any) -> Any:
         if not offloaded(block.module):
             return block
-        heads_fn, mlp_fn = block.attn.heads_fn, block.mlp_fn
-
-        def heads() -> Any:
-            with materialised(block.module, "execution"):
-                return heads_fn()
-
-        def mlp() -> Any:
-            with materialised(block.module, "execution"):
-                return mlp_fn()
-
-        return replace(block, attn=replace(block.attn, heads_fn=heads), mlp_fn=mlp)
+        attn = replace(block.attn, heads_fn=reading(block.module, block.attn.heads_fn))
+        more = {}
+        if getattr(block, "cross_heads_fn", None) is not None:
+            more["cross_heads_fn"] = reading(block.module, block.cross_heads_fn)
+        return replace(block, attn=attn, mlp_fn=reading(block.module, block.mlp_fn), **more)
 
     return replace(
         view,
         blocks=tuple(wrapped(b) for b in view.blocks),
         decoder_blocks=tuple(wrapped(b) for b in view.decoder_blocks),
     )
+
+
+@contextmanager
+def offload_refused(model: Any) -> Iterator[None]:
+    """Where part of ``model`` is offloaded, a view that reads an offloaded module outside
+    its forward pass (T5's relative position bias, computed by a method of the attention)
+    meets a meta tensor: refused in one sentence instead of accelerate's error.
+
+    Raises:
+        GeomlensError: naming the model type and what to do.
+    """
+    try:
+        yield
+    except (NotImplementedError, RuntimeError) as exc:
+        if not offloaded(model) or "meta" not in str(exc):
+            raise
+        kind = getattr(getattr(model, "config", None), "model_type", None) or "this"
+        raise GeomlensError(
+            f"the {kind} model's view reads some offloaded weights outside the forward pass, "
+            "which accelerate's offload does not serve; place the whole model on devices "
+            "that hold it (no 'disk', and no 'cpu' beside a GPU, in --device-map)."
+        ) from None
