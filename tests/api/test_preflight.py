@@ -102,7 +102,7 @@ def test_sphere_prompt_and_walk_text_refused_before_the_capture(short_model, tmp
 def test_bare_name_says_how_to_use_the_hub_cache(tmp_path, capsys):
     err = refused(capsys, tmp_path / "run", "report", "--model", "gpt2", *SMALL)
     assert "unknown model 'gpt2'" in err
-    assert "huggingface-cli download OWNER/gpt2" in err and "folder" in err
+    assert "--model OWNER/NAME" in err and "folder" in err
 
 
 @pytest.mark.parametrize("command", ["capture", "decompose", "walk", "sphere"])

@@ -52,7 +52,9 @@ def test_local_folder_and_hub_cache_id_load_offline(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     by_id = load_model("someone/tiny-gpt2")
     assert torch.equal(by_id.W_E, view.W_E)
-    with pytest.raises(GeomlensError, match="nor in the local Hugging Face cache"):
+    with pytest.raises(
+        GeomlensError, match="not in the local Hugging Face cache and HF_HUB_OFFLINE"
+    ):
         load_model("someone/absent-model")
 
 

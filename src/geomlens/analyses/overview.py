@@ -52,13 +52,20 @@ def model_sentences(model: dict[str, Any]) -> list[str]:
     return lines
 
 
+def precision(config: dict[str, Any]) -> str:
+    """The dtype the model's weights and forward pass ran in (float32 where a run predates
+    the option)."""
+    return str(config.get("dtype") or "float32")
+
+
 def summary_section(run: Run) -> str:
     m, manifest = run.metrics, run.manifest
     config, model = manifest["config"], manifest.get("model", {})
     lines = [
         f"{model.get('name', config['model'])} ({model.get('family', '?')}, "
-        f"{model.get('n_layers', '?')} layers, d = {model.get('d_model', '?')}) on the "
-        f"{config['corpus']} corpus, {config['contexts']} windows of {config['length']} tokens.",
+        f"{model.get('n_layers', '?')} layers, d = {model.get('d_model', '?')}) in "
+        f"{precision(config)} on the {config['corpus']} corpus, {config['contexts']} windows "
+        f"of {config['length']} tokens.",
         *model_sentences(model),
         tier_sentence(model.get("tier", "full")),
     ]
@@ -246,6 +253,7 @@ def run_section(run: Run) -> str:
         ["corpus", manifest["config"].get("corpus")],
         ["windows", f"{manifest['config']['contexts']} x {manifest['config']['length']}"],
         ["seed", manifest["config"].get("seed")],
+        ["precision", precision(manifest["config"])],
         ["device", manifest.get("device")],
         ["time taken", duration((manifest.get("timing") or {}).get("wall_seconds"))],
         ["capture tokens/s", (manifest.get("timing") or {}).get("tokens_per_s")],

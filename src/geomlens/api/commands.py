@@ -16,7 +16,7 @@ may be a list of texts in memory (``geomlens.api.memory_corpus``).
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypedDict, TypeVar, Unpack, get_type_hints
 
@@ -57,6 +57,10 @@ class CaptureOptions(TypedDict, total=False):
     progress: bool
     figures: FigureLevel
     trust_remote_code: bool
+    revision: str | None
+    device_map: str | Mapping[str, Any] | None
+    max_memory: Mapping[str, str] | None
+    offload_folder: str | Path | None
     checkpoint_every: float
     engine: Engine
     ray_address: str | None
@@ -136,7 +140,7 @@ def capture(
         layers: hidden-state layers kept (None: all).
         batch_size: windows per forward pass.
         device: "cpu", "cuda" or "cuda:N".
-        dtype: "float32" or "bfloat16".
+        dtype: "float32", "bfloat16" or "float16".
         seed: seeds the choice of windows.
         offset: tokens of each document skipped.
         balance: balance windows across labels.
@@ -278,7 +282,7 @@ def concepts(
         sweep: a YAML or JSON grid of schemes, or "paper" / "small" (packaged grids).
         seed: few-shot sampling and bootstrap seed.
         device: "cpu", "cuda" or "cuda:N".
-        dtype: "float32" or "bfloat16".
+        dtype: "float32", "bfloat16" or "float16".
         batch_tokens: padded tokens per forward pass.
         feed: encoder-decoders: test 1's vectors are the encoder's input ("encoder") or
             its output ("decoder").

@@ -248,7 +248,8 @@ def activations(
         parts: also return the position/context parts over the positions all texts share
             (needs at least two texts).
         device: where a model given by name runs (default "cpu").
-        dtype: "float32" or "bfloat16", for a model given by name (default "float32").
+        dtype: "float32", "bfloat16" or "float16", for a model given by name (default
+            "float32").
         trust_remote_code: let a model folder run its own Python code.
         tokenizer: with a model object, its tokenizer (found locally from the model's
             ``name_or_path`` when not given).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -19,6 +19,7 @@ from geomlens.corpus import Windows
 from geomlens.errors import GeomlensError, short_list
 from geomlens.io.progress import token_bar
 from geomlens.models.loading import resolve_dtype
+from geomlens.models.placement import check_placement
 from geomlens.models.view import ModelView
 from geomlens.stats import CapturedBatch, DecompositionAccumulator, NonFiniteError
 from geomlens.stats.decomposition import interval_groups
@@ -37,17 +38,20 @@ class RunFolder(Protocol):
     ) -> int: ...
 
 
-NOT_IDENTITY = ("trust_remote_code",)
+NOT_IDENTITY = ("trust_remote_code", "revision", "device_map", "max_memory", "offload_folder")
 """``CaptureConfig`` fields that say how to load, not what is computed: not in a run's
-identity."""
+identity (the model's files are, by their fingerprint; a revision's commit is in the
+manifest)."""
 
 
 @dataclass(frozen=True)
 class CaptureConfig:
     """Everything that determines a capture's result (the run folder compares it).
 
-    ``trust_remote_code`` (let the model's own Python code run) is carried along for
-    loading but is not part of the run's identity: it cannot change the numbers.
+    ``trust_remote_code`` (let the model's own Python code run), a hub id's ``revision``
+    and where the model's modules are placed (``device_map``, ``max_memory``,
+    ``offload_folder``: ``models.placement``) are carried along for loading but are not
+    part of the run's identity (``NOT_IDENTITY``).
     """
 
     model: str = "smollm2-135m"
@@ -64,6 +68,10 @@ class CaptureConfig:
     save_activations: bool = False
     second_moment: bool = False
     trust_remote_code: bool = False
+    revision: str | None = None
+    device_map: str | Mapping[str, Any] | None = None
+    max_memory: Mapping[str, str] | None = None
+    offload_folder: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -92,6 +100,7 @@ class CaptureConfig:
             self.model,
         )
         resolve_dtype(self.dtype)
+        check_placement(self.device_map, self.max_memory, self.offload_folder)
         try:
             device = torch.device(self.device)
         except RuntimeError:

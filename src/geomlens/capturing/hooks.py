@@ -156,15 +156,17 @@ def attention_record(
 def recording(
     view: ModelView, layers: Sequence[int], stop: bool = True
 ) -> Iterator[dict[int, torch.Tensor]]:
-    """Hooks that fill a dict layer -> hidden states [B, T, d] during a forward pass; with
-    ``stop`` the pass ends (``_StopForward``) once the last wanted layer is recorded. The
-    view's lock is held while open (threads sharing the view take turns)."""
+    """Hooks that fill a dict layer -> hidden states [B, T, d] during a forward pass, each
+    on the view's device (where the accumulators are, whichever device a placed model's
+    block ran on); with ``stop`` the pass ends (``_StopForward``) once the last wanted
+    layer is recorded. The view's lock is held while open (threads sharing the view take
+    turns)."""
     wanted = set(layers)
     last = max(wanted)
     record: dict[int, torch.Tensor] = {}
 
     def keep(layer: int, h: torch.Tensor) -> None:
-        record[layer] = h.detach()
+        record[layer] = h.detach().to(view.device)  # a placed model's blocks: several devices
         if stop and layer == last:
             raise _StopForward
 

@@ -130,7 +130,9 @@ def run_report(
     config.validate()
     registry.check("report", config)
     if view is None:  # the files' facts first: a refusal comes before the weights load
-        check_before_loading(config.model, lambda v: preflight(v, config, text, task, limit))
+        check_before_loading(
+            config.model, lambda v: preflight(v, config, text, task, limit), config.revision
+        )
         view = load_configured(config)
     preflight(view, config, text, task, limit)  # no forward pass, no run folder before it
     # One command per folder, from the capture to writing report.html.

@@ -31,11 +31,14 @@ from geomlens.config.figure_level import FIGURE_LEVELS, FigureLevel
 from geomlens.engines import ENGINES, EngineConfig
 from geomlens.errors import GeomlensError, seconds_option
 from geomlens.models.held import HeldModel
+from geomlens.models.placement import DEVICE_MAPS, parse_device_map, parse_max_memory
 
 MAX_LAYERS = 1_000_000
 """The widest --layers range read (bounds memory before any model is known)."""
 
-Dtype = Literal["float32", "bfloat16"]
+Dtype = Literal["float32", "bfloat16", "float16"]
+"""The dtypes a model's weights and forward pass run in (float16 matmuls run on CPU too,
+slower than float32)."""
 Engine = Literal["local", "ray"]
 
 
@@ -259,6 +262,25 @@ class CaptureArguments:
     )
     trust_remote_code: bool = capture_option(
         help="let a model folder run its own Python code (auto_map); off by default"
+    )
+    revision: str | None = capture_option(
+        metavar="REV", help="a hub id's branch, tag or commit (default: its main branch)"
+    )
+    device_map: str | Mapping[str, Any] | None = capture_option(
+        parse_device_map,
+        metavar="{" + ",".join(DEVICE_MAPS) + "}",
+        help="spread the model over several devices or offload part of it (accelerate; "
+        "a dict of module names to devices from Python); --device is then unused",
+    )
+    max_memory: Mapping[str, str] | None = capture_option(
+        parse_max_memory,
+        metavar="DEV=SIZE,...",
+        help="with --device-map: the most each device holds, e.g. 0=20GiB,cpu=64GiB",
+    )
+    offload_folder: str | Path | None = capture_option(
+        metavar="DIR",
+        help="with --device-map: where modules placed on disk are kept",
+        convert=str,
     )
     checkpoint_every: float = run_option(
         30.0,

@@ -46,8 +46,9 @@ class EngineConfig:
     activations_dir: str | None = None
     shards_per_worker: int = 4
 
-    def validate(self, save_activations: bool) -> None:
-        """Plain-sentence errors for options that cannot work together."""
+    def validate(self, save_activations: bool, placed: bool = False) -> None:
+        """Plain-sentence errors for options that cannot work together (``placed``: the
+        model is placed over several devices by ``--device-map``)."""
         if self.name not in ENGINES:
             raise GeomlensError(
                 f"--engine must be one of {', '.join(ENGINES)} (got {self.name!r})."
@@ -63,6 +64,11 @@ class EngineConfig:
             from geomlens.capturing.store import url_fs
 
             url_fs(self.activations_dir)  # a missing filesystem package, before any work
+        if self.name == "ray" and placed:
+            raise GeomlensError(
+                "--device-map spreads one model over this machine's devices, but each Ray "
+                "worker holds a whole model on one device; drop --device-map or --engine ray."
+            )
         if self.name == "ray":
             require_ray()
 

@@ -61,7 +61,7 @@ class ShardWorker:
     """A Ray Data callable class: loads the model once, turns shard rows into states.
 
     Args:
-        spec: model, device, dtype, trust_remote_code, threads, layers, n_contexts,
+        spec: model, device, dtype, trust_remote_code, revision, threads, layers, n_contexts,
             batch_size, second_moment, groups and activations (a folder or URL, or None).
     """
 
@@ -77,6 +77,7 @@ class ShardWorker:
             device=device,
             dtype=spec["dtype"],
             trust_remote_code=bool(spec.get("trust_remote_code", False)),
+            revision=spec.get("revision"),
         )
         self.store_dtype = resolve_dtype(spec["dtype"])
         factory = spec.get("taps")
@@ -274,6 +275,7 @@ def capture_ray(
             "device": config.device,
             "dtype": config.dtype,
             "trust_remote_code": config.trust_remote_code,
+            "revision": config.revision,
             "threads": threads,
             "layers": layers,
             "n_contexts": n_c,

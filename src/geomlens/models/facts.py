@@ -176,7 +176,7 @@ def size(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
-def model_facts(name: str) -> ModelFacts | None:
+def model_facts(name: str, revision: str | None = None) -> ModelFacts | None:
     """The facts of the model ``name`` names (as ``load_model`` takes it), or None where
     its files do not settle them exactly.
 
@@ -191,7 +191,7 @@ def model_facts(name: str) -> ModelFacts | None:
     from geomlens.models.families.base import Dims
     from geomlens.models.loading import resolve_folder
 
-    folder = resolve_folder(name)
+    folder = resolve_folder(name, revision)
     raw = read_json(folder / "config.json")
     if raw is None or "auto_map" in raw or any(key in raw for key in NESTED_CONFIGS):
         return None  # the loader reports it, runs the model's own code, or reads the nesting
@@ -221,10 +221,13 @@ def model_facts(name: str) -> ModelFacts | None:
     )
 
 
-def check_before_loading(model: str, check: Callable[[ModelView], object]) -> None:
-    """Run ``check`` on the facts of ``model`` where its files settle them; a name that is
-    no model is refused here. The same check runs on the loaded model later."""
-    facts = model_facts(model)
+def check_before_loading(
+    model: str, check: Callable[[ModelView], object], revision: str | None = None
+) -> None:
+    """Run ``check`` on the facts of ``model`` (a hub id's at ``revision``) where its files
+    settle them; a name that is no model is refused here. The same check runs on the loaded
+    model later."""
+    facts = model_facts(model, revision)
     if facts is not None:
         check(as_view(facts))
 

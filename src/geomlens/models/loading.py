@@ -27,7 +27,15 @@ from geomlens.models.check import (  # noqa: F401 (eager_attention re-exported)
 from geomlens.models.families import REFUSED, UndeclaredType, family_for, layouts_for
 from geomlens.models.families.base import Family
 from geomlens.models.families.wrappers import TEXT_WRAPPERS
+from geomlens.models.hub import hub_folder, is_hub_id, shown
 from geomlens.models.identity import IN_MEMORY, HeldIdentity, quantization, weights_hash
+from geomlens.models.placement import (
+    check_placement,
+    materialised,
+    offload_refused,
+    on_demand,
+    placement,
+)
 from geomlens.models.view import ModelView
 from geomlens.stats.finite import require_finite_weights
 
@@ -35,11 +43,16 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 
 def quiet_transformers() -> None:
-    """Keep Hugging Face's progress bars and advice out of the user's terminal."""
+    """Keep Hugging Face's progress bars and advice out of the user's terminal (and
+    accelerate's notice that offloaded parameters sit on the meta device: the manifest
+    records the placement)."""
+    import logging as std_logging
+
     from transformers.utils import logging
 
     logging.set_verbosity_error()
     logging.disable_progress_bar()
+    std_logging.getLogger("accelerate.big_modeling").setLevel(std_logging.ERROR)
 
 
 def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
@@ -72,6 +85,10 @@ def load_configured(config: LoadOptions, attention: str = "sdpa") -> ModelView:
         dtype=config.dtype,
         attention=attention,
         trust_remote_code=config.trust_remote_code,
+        revision=getattr(config, "revision", None),  # a config that declares them
+        device_map=getattr(config, "device_map", None),
+        max_memory=getattr(config, "max_memory", None),
+        offload_folder=getattr(config, "offload_folder", None),
     )
 
 
@@ -83,6 +100,10 @@ def load_model(
     dtype: str | torch.dtype | None = None,
     attention: str = "sdpa",
     trust_remote_code: bool = False,
+    revision: str | None = None,
+    device_map: str | dict[str, Any] | None = None,
+    max_memory: dict[str, Any] | None = None,
+    offload_folder: str | os.PathLike[str] | None = None,
 ) -> ModelView:
     """Load a model and return its ``ModelView``.
 
@@ -97,16 +118,25 @@ def load_model(
     Args:
         name_or_path: a bundled name (``geomlens models``), a local folder with
             ``config.json``, a ``.gguf`` file (converted once to a cached float32 folder),
-            a Hugging Face id already in the local HF cache (nothing is downloaded), or a
-            model already in memory (``load_held``).
+            a Hugging Face id (``owner/name``: downloaded once into Hugging Face's
+            cache, config, tokenizer and safetensors only; ``HF_HUB_OFFLINE=1``: the cache
+            alone), or a model already in memory (``load_held``).
         tokenizer: for a model in memory, its tokenizer (found locally from the model's
             ``name_or_path`` when not given).
-        device: where the model runs (default "cpu"; a model in memory stays where it is).
+        device: where the model runs (default "cpu", without ``device_map``; a model in
+            memory stays where it is).
         dtype: "float32", "bfloat16" or "float16" (default "float32"; a model in memory
             keeps its own).
         attention: the HF attention implementation; "eager" is needed for attention weights.
         trust_remote_code: let Hugging Face import Python code shipped with the model
             (``--trust-remote-code``); off by default.
+        revision: a hub id's branch, tag or commit (default: its main branch).
+        device_map: "auto", "balanced", "balanced_low_0", "sequential" or a dict of module
+            names to devices ("cpu", "disk", "cuda:1", ...): accelerate spreads the model
+            over several devices or offloads part of it (``models.placement``).
+        max_memory: with ``device_map``, the most each device may hold ({"0": "20GiB",
+            "cpu": "64GiB"}).
+        offload_folder: with ``device_map``, where modules placed on "disk" are kept.
     """
     if not isinstance(name_or_path, (str, os.PathLike)):
         return load_held(
@@ -118,6 +148,10 @@ def load_model(
         dtype=dtype or "float32",
         attention=attention,
         trust_remote_code=trust_remote_code,
+        revision=revision,
+        device_map=device_map,
+        max_memory=max_memory,
+        offload_folder=offload_folder,
     )
     identity = HeldIdentity(in_memory=False, weights_at_load=weights_hash(view.model))
     return replace(view, identity=identity)
@@ -130,13 +164,18 @@ def load_named(
     dtype: str | torch.dtype = "float32",
     attention: str = "sdpa",
     trust_remote_code: bool = False,
+    revision: str | None = None,
+    device_map: str | dict[str, Any] | None = None,
+    max_memory: dict[str, Any] | None = None,
+    offload_folder: str | os.PathLike[str] | None = None,
 ) -> ModelView:
-    """``load_model`` of a name, folder, GGUF file or cached id (what a command loads: no
+    """``load_model`` of a name, folder, GGUF file or hub id (what a command loads: no
     weights hash, since nothing but the command holds the view)."""
     quiet_transformers()
     check_device_and_attention(device, attention)
+    check_placement(device_map, max_memory, offload_folder)
     name = str(name_or_path)
-    folder = resolve_folder(name)
+    folder = resolve_folder(name, revision, trust_remote_code)
     return load_folder(
         folder,
         name,
@@ -144,6 +183,7 @@ def load_named(
         dtype=resolve_dtype(dtype),
         attention=attention,
         trust_remote_code=trust_remote_code,
+        placed=placement(device_map, max_memory, offload_folder),
     )
 
 
@@ -198,7 +238,7 @@ def load_held(
     tolerance = QUANTISED_TOLERANCE if quant is not None else None
     if len(layouts) == 1 and family_declares(layouts[0], model.config):
         try:
-            view = layouts[0].build(model, tokenizer, name, IN_MEMORY)
+            view = on_demand(layouts[0].build(model, tokenizer, name, IN_MEMORY))
         except LAYOUT_ERRORS as exc:
             raise GeomlensError(
                 f"{label} is of the {layouts[0].name} family, but its modules do not have the "
@@ -260,8 +300,10 @@ def check_device_and_attention(device: str | torch.device, attention: str) -> No
         )
 
 
-def resolve_folder(name: str) -> Path:
-    """A local folder holding an HF model (config.json, weights, tokenizer) for ``name``."""
+def resolve_folder(name: str, revision: str | None = None, code: bool = False) -> Path:
+    """A local folder holding an HF model (config.json, weights, tokenizer) for ``name``;
+    a hub id's at ``revision`` (downloaded into Hugging Face's cache where missing, with its
+    Python files when ``code``: ``models.hub``)."""
     if name in BUNDLED:
         return bundled_folder(BUNDLED[name])
     path = Path(name).expanduser()
@@ -277,11 +319,11 @@ def resolve_folder(name: str) -> Path:
             f"{name!r} holds no model: give a folder with config.json, a .gguf file, "
             "or a bundled name (see `geomlens models`)."
         )
-    return hub_cache_folder(name)
+    return hub_cache_folder(name, revision, code)
 
 
-def hub_cache_folder(model_id: str) -> Path:
-    """The local HF-cache snapshot of ``model_id``; never downloads."""
+def hub_cache_folder(model_id: str, revision: str | None = None, code: bool = False) -> Path:
+    """The HF-cache snapshot of hub id ``model_id`` (``models.hub.hub_folder``)."""
     close = difflib.get_close_matches(model_id, list(BUNDLED), n=2, cutoff=0.4)
     hint = (
         f"did you mean {' or '.join(repr(c) for c in close)}?"
@@ -290,20 +332,16 @@ def hub_cache_folder(model_id: str) -> Path:
     )
     if "/" not in model_id:
         raise GeomlensError(
-            f"unknown model {model_id!r} (not bundled, not a folder or .gguf file): a Hugging "
-            f"Face model loads by its full id from the local cache (after `huggingface-cli "
-            f"download OWNER/{model_id}`, give --model OWNER/{model_id}) or from its folder "
-            f"with config.json; {hint}"
+            f"unknown model {shown(model_id)} (not bundled, not a folder or .gguf file): a "
+            f"Hugging Face model loads by its full id, --model OWNER/NAME (downloaded once "
+            f"into the Hugging Face cache), or from its folder with config.json; {hint}"
         )
-    try:
-        from huggingface_hub import snapshot_download
-
-        return Path(snapshot_download(model_id, local_files_only=True))
-    except Exception:
+    if not is_hub_id(model_id):
         raise GeomlensError(
-            f"model {model_id!r} is neither a bundled name, a local path, nor in the local "
-            f"Hugging Face cache (nothing is downloaded); {hint}"
-        ) from None
+            f"model {shown(model_id)} is neither a bundled name, a local path, nor a Hugging "
+            f"Face id (OWNER/NAME); {hint}"
+        )
+    return hub_folder(model_id, revision, code)
 
 
 def bundled_folder(model: BundledModel) -> Path:
@@ -780,8 +818,10 @@ def load_folder(
     dtype: torch.dtype,
     attention: str,
     trust_remote_code: bool = False,
+    placed: dict[str, Any] | None = None,
 ) -> ModelView:
-    """Load an HF folder through its family mapping, whole or not at all.
+    """Load an HF folder through its family mapping, whole or not at all (on ``device``,
+    or where ``placed``, ``from_pretrained``'s device-map arguments, puts each module).
 
     Options, the config's sizes and the tokenizer are checked before the weights load; a
     weight missing from the files, of another shape, or left over from a different config
@@ -826,6 +866,7 @@ def load_folder(
             output_loading_info=True,
             ignore_mismatched_sizes=True,  # reported below, in one sentence
             **remote,
+            **(placed or {}),
         )
     except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
         text = " ".join(str(exc).split())
@@ -835,14 +876,16 @@ def load_folder(
             "corrupt: copy or convert the model again."
         ) from None
     check_weights(folder, model, info)
-    require_finite_weights(model, str(folder))  # before the on-load check compares NaN
-    check_tokenizer(folder, tokenizer, embedding_rows(model))
     model.eval().requires_grad_(False)
-    model.to(device)
-    if len(layouts) == 1 and family_declares(layouts[0], config):
-        view = layouts[0].build(model, tokenizer, name, str(folder))
-        return replace(view, load_check=check_view(view))
-    return through_layouts(layouts, model, tokenizer, name, folder)
+    if not placed:
+        model.to(device)
+    with materialised(model), offload_refused(model):  # offloaded weights read back
+        require_finite_weights(model, str(folder))  # before the on-load check compares NaN
+        check_tokenizer(folder, tokenizer, embedding_rows(model))
+        if len(layouts) == 1 and family_declares(layouts[0], config):
+            view = on_demand(layouts[0].build(model, tokenizer, name, str(folder)))
+            return replace(view, load_check=check_view(view))
+        return through_layouts(layouts, model, tokenizer, name, folder)
 
 
 def family_declares(family: Family, config: Any) -> bool:
@@ -882,7 +925,7 @@ def through_layouts(
     failed: list[tuple[str, BaseException]] = []
     for family in layouts:
         try:
-            view = family.build(model, tokenizer, name, str(folder))
+            view = on_demand(family.build(model, tokenizer, name, str(folder)))
             check = check_view(view, tolerance=tolerance)
         except (GeomlensError, *LAYOUT_ERRORS) as exc:
             failed.append((family.name, exc))

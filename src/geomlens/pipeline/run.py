@@ -25,8 +25,10 @@ from geomlens.engines import capture as engine_capture
 from geomlens.errors import GeomlensError
 from geomlens.io.files import damaged
 from geomlens.models.facts import check_before_loading
+from geomlens.models.hub import hub_record
 from geomlens.models.identity import WEIGHTS_VERSION
 from geomlens.models.loading import load_configured
+from geomlens.models.placement import materialised, placement_record
 from geomlens.models.view import ModelView
 from geomlens.pipeline.auto import (
     auto_of,
@@ -152,7 +154,7 @@ def model_source(config: CaptureConfig, view: ModelView | None) -> str:
         return view.source
     from geomlens.models.loading import resolve_folder
 
-    return str(resolve_folder(config.model))
+    return str(resolve_folder(config.model, config.revision))
 
 
 def check_stats_header(path: Path) -> None:
@@ -204,7 +206,7 @@ def run(request: RunRequest) -> Run:
     whole call.
     """
     config, view = request.config, request.view
-    request.engine.validate(config.save_activations)
+    request.engine.validate(config.save_activations, config.device_map is not None)
     if not request.checked:
         config.validate()
         if request.check is not None:  # the analyses' own limits, before the model loads
@@ -214,8 +216,9 @@ def run(request: RunRequest) -> Run:
     check_corpus_given(config.corpus)
     given = None  # a given model's fingerprint: hashing its weights once per run
     if view is not None:  # a model loaded by the caller must be the one the config names
-        given = check_given_view(view, config.model, config.dtype)
-        require_finite_weights(view.model, str(config.model))
+        given = check_given_view(view, config.model, config.dtype, config.revision)
+        with materialised(view.model):  # offloaded weights read back (models.placement)
+            require_finite_weights(view.model, str(config.model))
         if request.engine.name == "ray" and given.startswith(WEIGHTS_VERSION):
             raise GeomlensError(
                 "a model in memory (or a view edited since loading) runs on the local engine "
@@ -223,7 +226,7 @@ def run(request: RunRequest) -> Run:
                 "save_pretrained and give its folder, or leave engine at 'local'."
             )
     else:  # the files' facts first: refused before the folder and the weights
-        check_before_loading(config.model, lambda v: check_positions(v, config))
+        check_before_loading(config.model, lambda v: check_positions(v, config), config.revision)
     with (
         lifecycle.run_folder(
             request.out, request.command, request.identity(), identity_defaults(type(config))
@@ -330,11 +333,13 @@ def _run_locked(run: lifecycle.RunInFolder, request: RunRequest, given: str | No
         folder.check_identity(run.previous, fingerprints, finished=run.state == "complete")
     record: dict[str, Any] = {
         "model": model_record(view, fingerprints["model"]),
+        **hub_record(view.source, config.revision),
         "model_fingerprint": fingerprints["model"],
         "corpus_fingerprint": fingerprints["corpus"],
         "windows_fingerprint": fingerprints["windows"],
         "corpus": corpus.record(),
         "device": str(view.device),
+        **placement_record(view.model),
         "engine": request.engine.record(),
         "figures": request.figures,  # not in the identity: a rerun may draw others
     }

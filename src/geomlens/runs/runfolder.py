@@ -222,7 +222,7 @@ def model_record(view: Any, fingerprint: str) -> dict[str, Any]:
     return record
 
 
-def check_given_view(view: Any, named: str, want_dtype: str) -> str:
+def check_given_view(view: Any, named: str, want_dtype: str, revision: str | None = None) -> str:
     """Refuse a loaded model (``ModelView``) given for a run whose config names another:
     its files (``model_fingerprint``, unless it is the same folder), its name (a model
     given in memory) or its dtype differ; return its fingerprint (``view_fingerprint``).
@@ -230,7 +230,8 @@ def check_given_view(view: Any, named: str, want_dtype: str) -> str:
     Args:
         view: the model given (``view.source``: the folder it was loaded from).
         named: the model the run's config names, as the user wrote it.
-        want_dtype: the config's dtype ("float32", "bfloat16").
+        want_dtype: the config's dtype ("float32", "bfloat16", "float16").
+        revision: the config's revision of a hub id (None: its main branch).
     """
     from geomlens.models.loading import resolve_folder
 
@@ -244,7 +245,7 @@ def check_given_view(view: Any, named: str, want_dtype: str) -> str:
             )
     else:
         source = Path(view.source)
-        folder = resolve_folder(str(named))
+        folder = resolve_folder(str(named), revision)
         same = source.exists() and source.resolve() == folder.resolve()
         if not same and (
             not source.exists() or model_fingerprint(source) != model_fingerprint(folder)

@@ -56,6 +56,7 @@ from geomlens.io.files import replacing, write_text_atomic
 from geomlens.io.progress import Step, item_bar
 from geomlens.models.facts import check_before_loading
 from geomlens.models.loading import load_configured, resolve_folder
+from geomlens.models.placement import materialised
 from geomlens.models.view import ModelView
 from geomlens.runs import lifecycle
 from geomlens.runs.runfolder import (
@@ -249,7 +250,8 @@ def run_concepts(
     given = None  # a given model's fingerprint: hashing its weights once per run
     if view is not None:  # a model loaded by the caller must be the one the config names
         given = check_given_view(view, config.model, config.dtype)
-        require_finite_weights(view.model, str(config.model))
+        with materialised(view.model):  # offloaded weights read back (models.placement)
+            require_finite_weights(view.model, str(config.model))
     full = run_identity(config, task, items, schemes)
     with lifecycle.run_folder(out, "concepts", full) as run:
         return _run_locked(config, run, task, items, schemes, view, progress, figures, given)

@@ -20,23 +20,50 @@ GAMMA_BETA = "molina.gamma_beta_common_words"
 """The id of the claim on the final norm's gamma/beta (the sphere section quotes it)."""
 
 
+IDENTITY_THRESHOLD = 1e-4
+"""The identity's bound for a float32 forward pass (about 840 float32 epsilons)."""
+
+EPSILON = {"float32": 2.0**-23, "bfloat16": 2.0**-7, "float16": 2.0**-10}
+"""Machine epsilon of each dtype a model runs in (``torch.finfo(dtype).eps``)."""
+
+EPSILONS_ALLOWED = 4
+"""The identity's bound in a lower precision, in the dtype's epsilons: the model's norm
+rounds its output to the dtype once or twice (the normalised vector, then times gamma),
+a relative error of at most about one epsilon."""
+
+
+def identity_threshold(dtype: str | None) -> float:
+    """The largest relative error the layer-norm identity allows for a forward pass in
+    ``dtype``: ``max(1e-4, 4 * eps(dtype))`` (1e-4 for float32 and for a run that recorded
+    no dtype; 2**-5 for bfloat16, 2**-8 for float16)."""
+    return max(IDENTITY_THRESHOLD, EPSILONS_ALLOWED * EPSILON.get(dtype or "float32", 0.0))
+
+
 def sphere_claims(metrics: dict[str, Any], model: dict[str, Any]) -> list[Claim]:
     sphere = SphereClaimsView.of(metrics)
     err = None if sphere.identity is None else sphere.identity.max_rel_err
+    dtype = (sphere.identity.dtype if sphere.identity is not None else None) or "float32"
+    threshold = identity_threshold(dtype)
+    source = (
+        "float32 rounding"
+        if threshold == IDENTITY_THRESHOLD
+        else f"{dtype} rounding: {EPSILONS_ALLOWED} x its machine epsilon {EPSILON[dtype]:.1e}"
+    )
     identity = Claim(
         "molina.layernorm_sphere",
         "Layer norm is a projection onto a hyperplane, then scaling onto a sphere",
         MOLINA,
-        "max relative error of the construction against the model's norm <= 1e-4",
+        f"max relative error of the construction against the model's norm <= {threshold:.2g} "
+        f"(a {dtype} forward pass)",
         "–" if err is None else f"{err:.1e}",
         "",
         err,
-        threshold=1e-4,
+        threshold=threshold,
         interval="none: an exact computation (the error is rounding)",
         kind="identity",
         scope="every norm layer of the model (an identity of the construction, not a "
         "finding about a model)",
-        threshold_source="float64 rounding",
+        threshold_source=source,
     )
     outside = (
         "this is an encoder-only model: its readout through the embeddings is not a trained "

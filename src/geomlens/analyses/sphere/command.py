@@ -69,7 +69,7 @@ def run_sphere(
             check_probe_layers(config.model, model, probe)
             check_prompt(model, prompt)
 
-        check_before_loading(config.model, check)
+        check_before_loading(config.model, check, config.revision)
         kwargs["view"] = load_configured(config)
     check_probe_layers(config.model, kwargs["view"], probe)
     check_prompt(kwargs["view"], prompt)

@@ -97,7 +97,7 @@ def run_walk(
 
     if view is None:  # the files' facts first: a refusal comes before the weights load
         config.validate()
-        check_before_loading(config.model, check)
+        check_before_loading(config.model, check, config.revision)
     view = view or _load_eager(config)
     check(view)
     options = {
