@@ -30,6 +30,8 @@ CAPTURING = ("capture", "decompose", "sphere", "walk", "report")
 FLAGS = [
     "--model",
     "--corpus",
+    "--text-column",
+    "--label-column",
     "--contexts",
     "--budget",
     "--length",

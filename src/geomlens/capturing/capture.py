@@ -63,6 +63,8 @@ class CaptureConfig:
     balance: bool = False
     save_activations: bool = False
     second_moment: bool = False
+    text_column: str = "text"
+    label_column: str = "label"
     trust_remote_code: bool = False
 
     def to_dict(self) -> dict[str, Any]:

@@ -107,7 +107,7 @@ def prepare(
 
     The corpus is read before the model loads, so a bad corpus is reported at once.
     """
-    corpus = load_corpus(config.corpus)
+    corpus = load_corpus(config.corpus, config.text_column, config.label_column)
     if view is None:
         view = load_configured(config)
     check_positions(view, config)
@@ -233,7 +233,8 @@ def reuse_finished(run: lifecycle.RunInFolder, request: RunRequest) -> Run | Non
     and the model does not need the (slow) tokenizing of every window.
     """
     config, view = request.config, request.view
-    folder, corpus = run.folder, load_corpus(config.corpus)
+    corpus = load_corpus(config.corpus, config.text_column, config.label_column)
+    folder = run.folder
     folder.check_identity(
         run.previous or {},
         {"model": model_fingerprint(model_source(config, view)), "corpus": corpus.fingerprint},
