@@ -105,6 +105,19 @@ def test_an_iterable_dataset_is_the_same_corpus_named_by_its_rows(bbc_dataset):
     assert other.fingerprint != streamed.fingerprint
 
 
+def test_a_dataset_giving_other_rows_on_a_second_pass_is_refused():
+    passes = []
+
+    def rows():  # each pass over the rows yields other texts
+        passes.append(1)
+        for i in range(4):
+            yield {"text": f"document {i} read on pass {len(passes)}"}
+
+    corpus = load_corpus(datasets.IterableDataset.from_generator(rows))
+    with pytest.raises(GeomlensError, match="gave other rows when read again"):
+        list(corpus.documents)
+
+
 def test_the_name_follows_the_datasets_fingerprint_and_columns(bbc_dataset):
     first = load_corpus(bbc_dataset, "body", "topic")
     assert first.name.startswith("dataset:") and load_corpus(first.name) is first

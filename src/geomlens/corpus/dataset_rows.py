@@ -42,6 +42,9 @@ DEFAULT_LABEL = "label"
 """The label column read when none is named; a dataset without it has no labels. A label
 column named otherwise must exist."""
 
+ROWS_HASH = b"geomlens.corpus.v1.streamed"
+"""What the hash of a dataset's rows (id, label, text of each document) starts from."""
+
 MAX_REGISTERED = 8
 """Datasets in memory remembered by name, the least recently registered dropped first."""
 
@@ -133,7 +136,7 @@ def dataset_corpus(dataset: Dataset, name: str, text_column: str, label_column: 
     labels: list[str] = []
     cut: list[str] = []
     blank: list[str] = []
-    hasher = hashlib.sha256(b"geomlens.corpus.v1.streamed")
+    hasher = hashlib.sha256(ROWS_HASH)
     for row, text, label in _rows(dataset, columns, name, text_column, label_column):
         doc_id = f"row {row}"
         if not text.strip():
@@ -148,11 +151,12 @@ def dataset_corpus(dataset: Dataset, name: str, text_column: str, label_column: 
         for value in (doc_id, label_name, kept):
             _feed(hasher, value)
     check_documents(name, doc_ids, tuple(blank))
-    documents = DatasetDocuments(dataset, columns, tuple(doc_ids), tuple(labels), name)
+    digest = hasher.hexdigest()
+    documents = DatasetDocuments(dataset, columns, tuple(doc_ids), tuple(labels), name, digest)
     return Corpus(
         name=name,
         documents=documents,
-        fingerprint=_fingerprint(dataset, text_column, label_column, hasher, len(doc_ids)),
+        fingerprint=_fingerprint(dataset, text_column, label_column, digest, len(doc_ids)),
         blank=tuple(blank),
         doc_ids=documents.doc_ids,
         labels=documents.labels,
@@ -171,9 +175,12 @@ class DatasetDocuments(Sequence[Document]):
         doc_ids: tuple[str, ...],
         labels: tuple[str, ...],
         name: str,
+        rows_digest: str,
     ) -> None:
         self.dataset, self.columns, self.name = dataset, columns, name
         self.doc_ids, self.labels = doc_ids, labels
+        self.rows_digest = rows_digest
+        """The hash of the rows the first pass read: every later pass must read them again."""
 
     def __len__(self) -> int:
         return len(self.doc_ids)
@@ -181,12 +188,20 @@ class DatasetDocuments(Sequence[Document]):
     def __iter__(self) -> Iterator[Document]:
         text_column = self.columns[0]
         rows = _rows(self.dataset, self.columns, self.name, text_column, "")
+        hasher = hashlib.sha256(ROWS_HASH)
         k = 0
         for row, text, _ in rows:
             if k < len(self.doc_ids) and self.doc_ids[k] == f"row {row}":
                 kept, was_cut = _cut(text)
+                for value in (self.doc_ids[k], self.labels[k], kept):
+                    _feed(hasher, value)
                 yield Document(text=kept, label=self.labels[k], doc_id=self.doc_ids[k], cut=was_cut)
                 k += 1
+        if k == len(self.doc_ids) and hasher.hexdigest() != self.rows_digest:
+            raise GeomlensError(
+                f"corpus '{clipped(self.name)}' gave other rows when read again (a shuffled or "
+                "random IterableDataset?); give a dataset that yields the same rows each time."
+            )
 
     @overload
     def __getitem__(self, index: int) -> Document: ...
@@ -274,12 +289,12 @@ def _label_reader(dataset: Dataset, name: str, label_column: str) -> Callable[[A
 
 
 def _fingerprint(
-    dataset: Dataset, text_column: str, label_column: str, streamed: Any, n: int
+    dataset: Dataset, text_column: str, label_column: str, streamed: str, n: int
 ) -> str:
     """The dataset's own fingerprint with the columns read, or (none) the hash of its rows."""
     own = getattr(dataset, "_fingerprint", None)
     if not isinstance(own, str) or not own:
-        return str(streamed.hexdigest())
+        return streamed
     hasher = hashlib.sha256(b"geomlens.corpus.v1.dataset")
     for value in (own, text_column, label_column, str(n)):
         _feed(hasher, value)
