@@ -149,6 +149,17 @@ def one_line(message: str) -> str:
     return " ".join(str(message).split())
 
 
+QUOTED_CHARS = 80
+"""The most characters of one item of the user's data an error message quotes."""
+
+
+def clipped(text: object, limit: int = QUOTED_CHARS) -> str:
+    """``text`` on one line, cut to ``limit`` characters (an ellipsis marking the cut), so an
+    error quoting a user's text, name or value stays one short sentence."""
+    text = one_line(str(text))
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def short_list(values: Sequence[object], n: int = 5) -> str:
     """A list as the user would write it, at most ``n`` items then how many more:
     ``[99]``, ``[7, 8, 9, 10, 11, ... and 995 more]`` (a message stays one short line)."""

@@ -31,6 +31,8 @@ CAPTURING = ("capture", "decompose", "sphere", "walk", "report")
 FLAGS = [
     "--model",
     "--corpus",
+    "--text-column",
+    "--label-column",
     "--contexts",
     "--budget",
     "--length",

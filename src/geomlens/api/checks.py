@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal, ParamSpec, TypeVar, Union, get_args, get_origin, get_type_hints
 
-from geomlens.errors import GeomlensError, api_boundary
+from geomlens.errors import GeomlensError, api_boundary, clipped
 from geomlens.models.held import HeldModel
 
 P = ParamSpec("P")
@@ -86,7 +86,7 @@ def checked(func: Callable[P, R]) -> Callable[P, R]:
                 raise GeomlensError(f"{name}() has no argument {key!r}{hint}")
             if not accepts(value, hints[key]):
                 raise GeomlensError(
-                    f"{name}(): {key} takes {describe(hints[key])} (got {value!r})."
+                    f"{name}(): {key} takes {describe(hints[key])} (got {clipped(repr(value))})."
                 )
         with api_boundary(name):  # GeomlensError subclasses only
             return func(*args, **kwargs)

@@ -10,7 +10,8 @@ command line, so a run made one way is reused the other way.
 Arguments only Python can give: ``view``, a model already loaded (``geomlens.load_model``)
 for the same ``model``, so several calls load it once (``walk`` needs it loaded with
 ``attention="eager"``); ``progress`` is the CLI's ``--quiet`` the other way round; ``corpus``
-may be a list of texts in memory (``geomlens.api.memory_corpus``).
+may be a list of texts in memory or a ``datasets.Dataset`` / ``IterableDataset``
+(``geomlens.api.memory_corpus``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from geomlens.api.held_model import eager_while, held_model
 from geomlens.api.memory_corpus import corpus_name
 from geomlens.config.figure_level import FigureLevel
 from geomlens.config.options import CaptureArguments, Dtype, Engine, option_defaults
+from geomlens.corpus.dataset_rows import Dataset
 from geomlens.errors import GeomlensError
 from geomlens.models.held import HeldModel
 from geomlens.models.view import ModelView
@@ -40,7 +42,9 @@ class CaptureOptions(TypedDict, total=False):
     and flags), in its order. A test keeps the two the same."""
 
     model: str | Path | HeldModel
-    corpus: str | Path | Sequence[str]
+    corpus: str | Path | Sequence[str] | Dataset
+    text_column: str
+    label_column: str
     contexts: int | Literal["auto"]
     budget: float | None
     length: int
@@ -113,7 +117,8 @@ def with_options(arguments: dict[str, Any]) -> dict[str, Any]:
         raise GeomlensError(
             f"checkpoint_every takes a number of seconds, 0 or more (got {every!r})."
         )
-    return {**merged, "corpus": corpus_name(merged["corpus"])}
+    corpus = corpus_name(merged["corpus"], merged["text_column"], merged["label_column"])
+    return {**merged, "corpus": corpus}
 
 
 @checked
@@ -131,7 +136,11 @@ def capture(
             (a ``PreTrainedModel``, or TransformerLens's ``TransformerBridge``, nnsight's
             ``LanguageModel`` or a merged PEFT model around one): used where and as it is,
             named by its own name and identified by its weights.
-        corpus: "bbc", a folder of .txt files, a .jsonl file, or a list of texts.
+        corpus: "bbc", a folder of .txt files, a .jsonl file, a saved dataset's folder, a
+            list of texts, or a ``datasets.Dataset`` / ``IterableDataset`` (streamed).
+        text_column: the text's field of a .jsonl corpus, or column of a dataset.
+        label_column: the label's field of a .jsonl corpus, or column of a dataset (its
+            labels feed the topic claims).
         contexts: C, the number of windows, or "auto": grown in chunks until the position
             claims are decided (docs/decomposition.md, "--contexts auto").
         budget: only with ``contexts="auto"``: minutes the chunks after the first look may

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from geomlens.analyses import result
 from geomlens.api.checks import bounded
-from geomlens.corpus import sources, windows
+from geomlens.corpus import load, windows
 from geomlens.runs import runfolder
 
 open_run = bounded(runfolder.open_run)
 open_result = bounded(result.open_result)
-load_corpus = bounded(sources.load_corpus)
+load_corpus = bounded(load.load_corpus)
 make_windows = bounded(windows.make_windows)
 
 __all__ = ["load_corpus", "make_windows", "open_result", "open_run"]

@@ -67,6 +67,8 @@ class CaptureConfig:
     balance: bool = False
     save_activations: bool = False
     second_moment: bool = False
+    text_column: str = "text"
+    label_column: str = "label"
     trust_remote_code: bool = False
     revision: str | None = None
     device_map: str | Mapping[str, Any] | None = None

@@ -28,6 +28,7 @@ from typing import Any, Literal, TypeVar, get_args
 
 from geomlens.capturing.capture import CaptureConfig
 from geomlens.config.figure_level import FIGURE_LEVELS, FigureLevel
+from geomlens.corpus.dataset_rows import Dataset
 from geomlens.engines import ENGINES, EngineConfig
 from geomlens.errors import GeomlensError, seconds_option
 from geomlens.models.held import HeldModel
@@ -221,8 +222,14 @@ class CaptureArguments:
     model: str | Path | HeldModel = capture_option(
         help="bundled name, folder, .gguf or HF id", convert=str
     )
-    corpus: str | Path | Sequence[str] = capture_option(
-        help="'bbc', a folder of .txt, or a .jsonl file", convert=str
+    corpus: str | Path | Sequence[str] | Dataset = capture_option(
+        help="'bbc', a folder of .txt, a .jsonl file, or a saved dataset's folder", convert=str
+    )
+    text_column: str = capture_option(
+        metavar="NAME", help="the text's field of a .jsonl corpus, or column of a dataset"
+    )
+    label_column: str = capture_option(
+        metavar="NAME", help="the label's field of a .jsonl corpus, or column of a dataset"
     )
     contexts: int | Literal["auto"] = capture_option(
         parse_contexts,

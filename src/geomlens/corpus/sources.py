@@ -1,4 +1,5 @@
-"""Text sources: the bundled BBC news corpus, a folder of .txt files, or a JSONL file.
+"""Text sources: the bundled BBC news corpus, a folder of .txt files, or a JSONL file
+(datasets: ``dataset_rows``).
 
 Every source becomes the same `Corpus`: documents with a topic label and a stable id, in a
 deterministic order, with a content fingerprint for the run manifest.
@@ -11,11 +12,11 @@ import importlib.util
 import itertools
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from geomlens.errors import GeomlensError
+from geomlens.errors import GeomlensError, clipped
 from geomlens.io.jsontext import JSONTextError, bad_text, loads
 
 BBC_NAME = "bbc"
@@ -56,17 +57,28 @@ class Corpus:
     """Documents from one source, in a fixed order, with a content fingerprint.
 
     Attributes:
-        name: "bbc", or the path the corpus was loaded from.
+        name: "bbc", the path the corpus was loaded from, or the name a dataset in memory
+            goes by (``dataset_rows.DATASET_PREFIX``).
         documents: the documents sorted by doc_id (digit runs compare as numbers, so
-            "line 2" comes before "line 10").
-        fingerprint: sha256 hex over the doc_ids, labels and texts, in order.
+            "line 2" comes before "line 10"): a tuple, or a dataset's rows read anew on each
+            pass (``dataset_rows.DatasetDocuments``), never all held.
+        fingerprint: sha256 hex over the doc_ids, labels and texts, in order (a dataset's
+            own fingerprint and columns when it has one).
+        blank: ids of the documents left out because they hold only whitespace.
+        doc_ids: each document's id, in order.
+        labels: each document's label, in order.
+        cut_documents: ids of the documents cut to ``MAX_DOCUMENT_CHARS`` characters.
+        recoded: "id: decoding" of the documents not read as plain UTF-8.
     """
 
     name: str
-    documents: tuple[Document, ...] = field(repr=False)
+    documents: Sequence[Document] = field(repr=False)
     fingerprint: str
     blank: tuple[str, ...] = ()
-    """Ids of the documents left out because they hold only whitespace."""
+    doc_ids: tuple[str, ...] = field(default=(), repr=False)
+    labels: tuple[str, ...] = field(default=(), repr=False)
+    cut_documents: tuple[str, ...] = ()
+    recoded: tuple[str, ...] = ()
 
     @classmethod
     def from_documents(
@@ -85,26 +97,20 @@ class Corpus:
         blank = (*blank, *(d.doc_id for d in documents if not d.text.strip()))
         kept = [d for d in documents if d.text.strip()]
         docs = tuple(sorted(kept, key=lambda d: _natural_key(d.doc_id)))
-        if not docs:
-            left = f" ({len(blank)} hold only whitespace)" if blank else ""
-            raise GeomlensError(
-                f"corpus '{name}' has no documents{left}; give it at least one text."
-            )
-        ids = [d.doc_id for d in docs]
-        if len(set(ids)) != len(ids):
-            dup = next(i for i, j in zip(ids, ids[1:], strict=False) if i == j)
-            raise GeomlensError(
-                f"corpus '{name}' has two documents with id '{dup}'; ids must be unique."
-            )
-        return cls(name=name, documents=docs, fingerprint=_fingerprint(docs), blank=blank)
+        check_documents(name, [d.doc_id for d in docs], blank)
+        return cls(
+            name=name,
+            documents=docs,
+            fingerprint=_fingerprint(docs),
+            blank=blank,
+            doc_ids=tuple(d.doc_id for d in docs),
+            labels=tuple(d.label for d in docs),
+            cut_documents=tuple(d.doc_id for d in docs if d.cut),
+            recoded=tuple(f"{d.doc_id}: {d.decoding}" for d in docs if d.decoding != "utf-8"),
+        )
 
     def __len__(self) -> int:
-        return len(self.documents)
-
-    @property
-    def cut_documents(self) -> tuple[str, ...]:
-        """Ids of the documents cut to ``MAX_DOCUMENT_CHARS`` characters."""
-        return tuple(d.doc_id for d in self.documents if d.cut)
+        return len(self.doc_ids)
 
     def record(self) -> dict[str, object]:
         """What a run manifest records of the corpus: source, size, fingerprint, and which
@@ -112,15 +118,16 @@ class Corpus:
         cut = self.cut_documents
         record: dict[str, object] = {
             "name": self.name,
-            "documents": len(self.documents),
+            "documents": len(self.doc_ids),
             "fingerprint": self.fingerprint,
             "max_document_chars": MAX_DOCUMENT_CHARS,
             "documents_cut": len(cut),
             "cut_examples": list(cut[:5]),
         }
-        recoded = [f"{d.doc_id}: {d.decoding}" for d in self.documents if d.decoding != "utf-8"]
-        if recoded:  # said only when it happened, so earlier manifests stay as they were
-            record.update(documents_not_utf8=len(recoded), not_utf8_examples=recoded[:5])
+        if self.recoded:  # said only when it happened, so earlier manifests stay as they were
+            record.update(
+                documents_not_utf8=len(self.recoded), not_utf8_examples=[*self.recoded[:5]]
+            )
         if self.blank:
             record.update(documents_blank=len(self.blank), blank_examples=list(self.blank[:5]))
         return record
@@ -128,13 +135,30 @@ class Corpus:
     @property
     def label_names(self) -> tuple[str, ...]:
         """Sorted unique labels of the documents ("" included when some have none)."""
-        return tuple(sorted({d.label for d in self.documents}))
+        return tuple(sorted(set(self.labels)))
 
 
-def load_corpus(
+def check_documents(name: str, doc_ids: Sequence[str], blank: tuple[str, ...]) -> None:
+    """Refuse a corpus with no documents, or with two documents of one id (``doc_ids``
+    sorted)."""
+    if not doc_ids:
+        left = f" ({len(blank)} hold only whitespace)" if blank else ""
+        raise GeomlensError(
+            f"corpus '{clipped(name)}' has no documents{left}; give it at least one text."
+        )
+    if len(set(doc_ids)) != len(doc_ids):
+        dup = next(i for i, j in zip(doc_ids, doc_ids[1:], strict=False) if i == j)
+        raise GeomlensError(
+            f"corpus '{clipped(name)}' has two documents with id '{clipped(dup)}'; ids must "
+            "be unique."
+        )
+
+
+def load_files(
     source: str | os.PathLike[str], text_field: str = "text", label_field: str = "label"
 ) -> Corpus:
-    """Load a corpus from "bbc", a folder of .txt files, or a .jsonl file.
+    """Load a corpus from "bbc", a folder of .txt files, or a .jsonl file
+    (``corpus.load.load_corpus`` takes datasets too).
 
     Args:
         source: "bbc" for the bundled BBC news corpus (2,225 articles, 5 topics); a folder,
@@ -155,16 +179,16 @@ def load_corpus(
     path = Path(name).expanduser()
     if not path.exists():
         raise GeomlensError(
-            f"corpus source '{name}' does not exist; give 'bbc', a folder of .txt files "
-            "or a .jsonl file."
+            f"corpus source '{clipped(name)}' does not exist; give 'bbc', a folder of .txt "
+            "files, a .jsonl file or a saved dataset's folder."
         )
     if path.is_dir():
         return Corpus.from_documents(name, _read_folder(path, name))
     if path.is_file() and path.suffix.lower() == ".jsonl":
         return Corpus.from_documents(name, _read_jsonl(path, name, text_field, label_field))
     raise GeomlensError(
-        f"corpus source '{name}' is neither a folder nor a .jsonl file; give 'bbc', a folder "
-        "of .txt files or a .jsonl file."
+        f"corpus source '{clipped(name)}' is neither a folder nor a .jsonl file; give 'bbc', a "
+        "folder of .txt files, a .jsonl file or a saved dataset's folder."
     )
 
 
@@ -193,7 +217,7 @@ def _read_folder(root: Path, name: str) -> list[Document]:
             continue
         if bad_text(rel.as_posix()) is not None:  # a byte of the name is not UTF-8
             raise GeomlensError(
-                f"the corpus file {ascii(str(path))} has a name that is not UTF-8 text; "
+                f"the corpus file {clipped(ascii(str(path)))} has a name that is not UTF-8 text; "
                 "rename it (and its folder) in UTF-8, as document ids and labels are text."
             )
         label = rel.parts[0] if len(rel.parts) > 1 else ""
@@ -202,7 +226,7 @@ def _read_folder(root: Path, name: str) -> list[Document]:
         docs.append(Document(text=text, label=label, doc_id=doc_id, cut=cut, decoding=decoding))
     if not docs:
         raise GeomlensError(
-            f"corpus folder '{name}' has no .txt files; put one text per .txt file in it "
+            f"corpus folder '{clipped(name)}' has no .txt files; put one text per .txt file in it "
             "(subfolders name the labels)."
         )
     return docs
@@ -262,14 +286,15 @@ def _read_text(path: Path) -> tuple[str, bool, str]:
             data = f.read(limit + 1)
     except OSError as exc:
         raise GeomlensError(
-            f"cannot read corpus file '{path}' ({exc.strerror}); fix its permissions or remove it."
+            f"cannot read corpus file '{clipped(path)}' ({exc.strerror}); fix its permissions "
+            "or remove it."
         ) from exc
     more = len(data) > limit
     data = data[:limit]
     if _looks_binary(data):
         raise GeomlensError(
-            f"corpus file '{path}' is not text (it holds NUL or control bytes); remove it, or "
-            "save it as UTF-8 text."
+            f"corpus file '{clipped(path)}' is not text (it holds NUL or control bytes); remove "
+            "it, or save it as UTF-8 text."
         )
     # A read that stopped inside a character leaves up to 3 bytes of it: drop them.
     if more:
@@ -311,22 +336,24 @@ def _jsonl_lines(path: Path, name: str) -> Iterator[tuple[int, str]]:
                     return
                 if len(raw) > MAX_JSONL_LINE and not raw.endswith(b"\n"):
                     raise GeomlensError(
-                        f"line {number} of '{name}' is longer than {MAX_JSONL_LINE >> 20} MiB, "
-                        "more than any document geomlens reads; split or shorten that document."
+                        f"line {number} of '{clipped(name)}' is longer than "
+                        f"{MAX_JSONL_LINE >> 20} MiB, more than any document geomlens reads; "
+                        "split or shorten that document."
                     )
                 try:
                     line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
                 except UnicodeDecodeError as exc:
                     bom = 3 if number == 1 and raw.startswith(b"\xef\xbb\xbf") else 0
                     raise GeomlensError(
-                        f"corpus file '{name}' is not valid UTF-8 (byte {offset + exc.start + bom}"
-                        "); save it as UTF-8."
+                        f"corpus file '{clipped(name)}' is not valid UTF-8 (byte "
+                        f"{offset + exc.start + bom}); save it as UTF-8."
                     ) from None
                 offset += len(raw)
                 yield number, line.removesuffix("\n")
     except OSError as exc:
         raise GeomlensError(
-            f"cannot read corpus file '{name}' ({exc.strerror}); check the path and permissions."
+            f"cannot read corpus file '{clipped(name)}' ({exc.strerror}); check the path and "
+            "permissions."
         ) from exc
 
 
@@ -337,7 +364,7 @@ def _read_jsonl(path: Path, name: str, text_field: str, label_field: str) -> lis
     for number, line in _jsonl_lines(path, name):
         if not line.strip():
             continue
-        where = f"line {number} of '{name}'"
+        where = f"line {number} of '{clipped(name)}'"
         try:
             record = loads(line)
         except JSONTextError as exc:
@@ -348,16 +375,18 @@ def _read_jsonl(path: Path, name: str, text_field: str, label_field: str) -> lis
             raise GeomlensError(f"{where} is not a JSON object; write one object per line.")
         if text_field not in record:
             raise GeomlensError(
-                f"{where} has no field '{text_field}'; name the field that holds the text "
+                f"{where} has no field '{clipped(text_field)}'; name the field that holds the text "
                 "(text_field)."
             )
         text = record[text_field]
         if not isinstance(text, str):
-            raise GeomlensError(f"{where} has a field '{text_field}' that is not a string.")
+            raise GeomlensError(
+                f"{where} has a field '{clipped(text_field)}' that is not a string."
+            )
         problem = bad_text(text)
         if problem is not None:
             raise GeomlensError(
-                f"{where} has {problem} in its field '{text_field}', which is not text; "
+                f"{where} has {problem} in its field '{clipped(text_field)}', which is not text; "
                 "fix that line (a surrogate pair must be written whole)."
             )
         label = record.get(label_field)
@@ -367,12 +396,15 @@ def _read_jsonl(path: Path, name: str, text_field: str, label_field: str) -> lis
             label = str(label)
         elif not isinstance(label, str) or bad_text(label) is not None:
             raise GeomlensError(
-                f"{where} has a label '{label_field}' that is neither a string nor an integer."
+                f"{where} has a label '{clipped(label_field)}' that is neither a string nor an "
+                "integer."
             )
         text, cut = _cut(text)
         docs.append(Document(text=text, label=label, doc_id=f"line {number}", cut=cut))
     if not docs:
-        raise GeomlensError(f"corpus file '{name}' has no lines; write one JSON object per line.")
+        raise GeomlensError(
+            f"corpus file '{clipped(name)}' has no lines; write one JSON object per line."
+        )
     return docs
 
 

@@ -11,6 +11,7 @@ memory stays bounded by the chunk, not the corpus.
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any
@@ -41,10 +42,10 @@ def tokenizer_key(tokenizer: Any) -> str | None:
 
 
 def _tokenize(corpus: Corpus, tokenizer: Any) -> Iterator[npt.NDArray[np.int32]]:
-    texts = [d.text for d in corpus.documents]
-    for start in range(0, len(texts), TOKENIZE_CHUNK):
+    documents = iter(corpus.documents)  # a dataset's are read a batch at a time
+    while texts := [d.text for d in itertools.islice(documents, TOKENIZE_CHUNK)]:
         encoded = tokenizer(
-            texts[start : start + TOKENIZE_CHUNK],
+            texts,
             add_special_tokens=False,
             return_attention_mask=False,
             return_token_type_ids=False,

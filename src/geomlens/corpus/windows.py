@@ -16,7 +16,7 @@ import numpy as np
 
 from geomlens.corpus.sources import Corpus, _feed
 from geomlens.corpus.tokenized import document_ids
-from geomlens.errors import GeomlensError
+from geomlens.errors import GeomlensError, clipped
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -137,7 +137,7 @@ def make_windows(
 
     label_names = corpus.label_names
     label_index = {name: k for k, name in enumerate(label_names)}
-    doc_labels = [label_index[d.label] for d in corpus.documents]
+    doc_labels = [label_index[label] for label in corpus.labels]
     rng = np.random.default_rng(seed)
     if balance:
         chosen = _choose_balanced(eligible, doc_labels, len(label_names), n_contexts, rng)
@@ -148,7 +148,7 @@ def make_windows(
     wrap = _special_wrapper(tokenizer, n_added) if mode == "model" else None
     input_ids = _cut([prefixes[i] for i in chosen], offset, length, wrap)
     labels = np.array([doc_labels[i] for i in chosen], dtype=np.int64)
-    doc_ids = tuple(corpus.documents[i].doc_id for i in chosen)
+    doc_ids = tuple(corpus.doc_ids[i] for i in chosen)
     input_ids.flags.writeable = False
     labels.flags.writeable = False
     return Windows(
@@ -156,7 +156,7 @@ def make_windows(
         labels=labels,
         label_names=label_names,
         doc_ids=doc_ids,
-        n_skipped_short=len(corpus.documents) - len(eligible),
+        n_skipped_short=len(corpus) - len(eligible),
         special_tokens=mode,
         fingerprint=_fingerprint(input_ids, labels, label_names, doc_ids),
     )
@@ -249,7 +249,9 @@ def _cut(
 
 def _check_int(name: str, value: object, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
-        raise GeomlensError(f"{name} must be a whole number of at least {minimum}, not {value!r}.")
+        raise GeomlensError(
+            f"{name} must be a whole number of at least {minimum}, not {clipped(repr(value))}."
+        )
 
 
 def _text_prefixes(
@@ -323,8 +325,8 @@ def _too_few_message(
         need = f"{length} tokens"
     lower = "--contexts, --length or --offset" if offset else "--contexts or --length"
     return (
-        f"corpus '{name}' has only {n_eligible} documents with at least {need} after an offset "
-        f"of {offset}, but {n_contexts} contexts were asked for; lower {lower}."
+        f"corpus '{clipped(name)}' has only {n_eligible} documents with at least {need} after "
+        f"an offset of {offset}, but {n_contexts} contexts were asked for; lower {lower}."
     )
 
 

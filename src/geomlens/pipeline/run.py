@@ -113,7 +113,7 @@ def prepare(
 
     The corpus is read before the model loads, so a bad corpus is reported at once.
     """
-    corpus = load_corpus(config.corpus)
+    corpus = load_corpus(config.corpus, config.text_column, config.label_column)
     if view is None:
         view = load_configured(config)
     check_positions(view, config)
@@ -213,7 +213,7 @@ def run(request: RunRequest) -> Run:
             request.check(request.command, config)
     if request.auto is not None:  # a rule and a budget, before anything loads
         auto_of(request)
-    check_corpus_given(config.corpus)
+    check_corpus_given(config)
     given = None  # a given model's fingerprint: hashing its weights once per run
     if view is not None:  # a model loaded by the caller must be the one the config names
         given = check_given_view(view, config.model, config.dtype, config.revision)
@@ -247,11 +247,12 @@ def figures_drawn(manifest: dict[str, Any]) -> str:
     return str(manifest.get("figures") or manifest.get("config", {}).get("figures") or "all")
 
 
-def check_corpus_given(corpus: Any) -> None:
+def check_corpus_given(config: CaptureConfig) -> None:
     """Refuse a corpus path that does not exist, before the run folder is compared (a
     missing file is named, not taken for another config)."""
+    corpus = config.corpus
     if isinstance(corpus, str) and corpus != "bbc" and not Path(corpus).expanduser().exists():
-        load_corpus(corpus)  # its one sentence on the missing source
+        load_corpus(corpus, config.text_column, config.label_column)  # its one sentence
 
 
 def reuse_finished(
@@ -265,7 +266,8 @@ def reuse_finished(
     and the model does not need the (slow) tokenizing of every window.
     """
     config, view = request.config, request.view
-    folder, corpus = run.folder, load_corpus(config.corpus)
+    corpus = load_corpus(config.corpus, config.text_column, config.label_column)
+    folder = run.folder
     model = given or model_fingerprint(model_source(config, view))
     folder.check_identity(
         run.previous or {}, {"model": model, "corpus": corpus.fingerprint}, finished=True

@@ -71,11 +71,12 @@ def normalise_tokens(view: ModelView, layer: int, ids: torch.Tensor) -> torch.Te
 
 
 def _queries_keys(
-    view: ModelView, layer: int, hw: Any, x: torch.Tensor
+    view: ModelView, layer: int, hw: Any, x: torch.Tensor, queries_too: bool = True
 ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """Per head, queries and keys [n, e] of normalised tokens x [n, d], float32: through
     the block's q/k norms when it has them (per head or over all heads, as the model
-    applies them), else the plain projections ``x W + b``."""
+    applies them), else the plain projections ``x W + b``. Without ``queries_too`` the
+    plain path projects no queries (an empty list): the vocabulary scan needs keys only."""
     attn = view.blocks[layer].attn
     with torch.inference_mode():
         if not attn.linear_qk:
@@ -85,7 +86,8 @@ def _queries_keys(
         keys: dict[int, torch.Tensor] = {}
         for h in range(0, view.n_heads, group):  # heads of one K/V head share its keys
             keys[h // group] = _proj(x, hw.W_K[h], _b(hw.b_K, h))
-        queries = [_proj(x, hw.W_Q[h], _b(hw.b_Q, h)) for h in range(view.n_heads)]
+        heads = range(view.n_heads) if queries_too else range(0)
+        queries = [_proj(x, hw.W_Q[h], _b(hw.b_Q, h)) for h in heads]
         return queries, [keys[h // group] for h in range(view.n_heads)]
 
 
@@ -101,7 +103,7 @@ def _vocab_keys(
     def score(cols: Columns) -> list[torch.Tensor]:
         ids = torch.arange(V)[cols]
         x = normalise_tokens(view, layer, ids).float()
-        keys = _queries_keys(view, layer, hw, x)[1]
+        keys = _queries_keys(view, layer, hw, x, queries_too=False)[1]
         return [queries[h] @ keys[h].T for h in range(H)]
 
     with torch.inference_mode():

@@ -106,11 +106,12 @@ def token_strings(view: ModelView) -> list[str]:
     return list(view.tokenizer.batch_decode([[i] for i in range(V)]))
 
 
-def corpus_counts(view: ModelView, corpus_name: str) -> np.ndarray:
-    """[vocab] token counts over the whole corpus (for frequency ranks)."""
+def corpus_counts(view: ModelView, config: CaptureConfig) -> np.ndarray:
+    """[vocab] token counts over the whole corpus of ``config`` (for frequency ranks)."""
     V = int(view.W_E.shape[0])
     counts = np.zeros(V, dtype=np.float64)
-    documents = document_ids(load_corpus(corpus_name), view.tokenizer)
+    corpus = load_corpus(config.corpus, config.text_column, config.label_column)
+    documents = document_ids(corpus, view.tokenizer)
     while chunk := list(itertools.islice(documents, 1024)):  # one bincount per 1024 documents
         flat = np.concatenate(chunk)
         counts += np.bincount(flat[flat < V], minlength=V)
@@ -219,7 +220,7 @@ class SphereAnalysis:
         stats = filled_tap(folder, "norms", sph.NormTap(view, n_id)).finalize()
         identity = sph.identity_result(stats, n_id, config.dtype)
         orient = sph.orientation(view, stats)
-        counts = corpus_counts(view, config.corpus)
+        counts = corpus_counts(view, config)
         zipf = english_zipf(tokens) if used("wordfreq") else None
         top = sph.top_tokens(view, tokens, counts, zipf=zipf, seed=config.seed)
 
