@@ -476,7 +476,7 @@ class HiddenRelay(nn.Module):
 def relayed(base: nn.Module, n_layers: int) -> list[nn.Module]:
     """One ``HiddenRelay`` per block, called by hooks on ``base`` that ask every forward
     pass for ``output_hidden_states`` and hand its hidden states to the relays."""
-    relays = [HiddenRelay() for _ in range(n_layers)]
+    relays: list[nn.Module] = [HiddenRelay() for _ in range(n_layers)]
     names = list(inspect.signature(base.forward).parameters)
     at = names.index("output_hidden_states") if "output_hidden_states" in names else len(names)
 

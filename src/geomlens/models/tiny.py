@@ -207,15 +207,13 @@ def per_layer(default: Any, sizes: dict[str, Any]) -> dict[str, Any]:
     lists name together (so a hybrid keeps an attention layer), with the layer count that
     holds them: a list shorter than the layers fails transformers' own checks."""
     layers = getattr(default, "num_hidden_layers", None)
+    if not isinstance(layers, int):
+        return {}
     try:
         values = default.to_dict()
     except Exception:  # a config that cannot list itself: nothing fitted
         return {}
-    lists = {
-        k: v
-        for k, v in values.items()
-        if isinstance(v, list) and isinstance(layers, int) and len(v) == layers > 1
-    }
+    lists = {k: v for k, v in values.items() if isinstance(v, list) and len(v) == layers > 1}
     if not lists or any(k in sizes and k not in SMALL for k in lists):  # chosen by its entry
         return {}
     want = int(sizes.get("num_hidden_layers", SMALL["num_hidden_layers"]))
