@@ -118,6 +118,8 @@ def reach_of(model_type: str) -> Reach:
         layouts = candidate_layouts(config)
     except GeomlensError as exc:  # an option a declared layout reads but cannot handle
         return Reach(model_type, "refused", short(str(exc)))
+    except Exception as exc:  # a config the layouts' checks cannot read (per-layer values)
+        return Reach(model_type, "refused", f"loading it raises {type(exc).__name__}")
     loader = auto_class(layouts[0].auto_class if layouts else fallback_auto_class(config))
     try:
         torch.manual_seed(0)
