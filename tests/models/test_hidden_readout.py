@@ -124,18 +124,3 @@ def test_shifted_hidden_states_are_numbered_from_the_embedding(model_type: str) 
         assert torch.equal(mine[0], embedded)
     for layer in range(1, view.n_layers + 1):
         assert torch.equal(mine[layer], theirs[layer - 1]), layer
-
-
-def test_the_norm_tap_of_a_model_with_no_norm_found_is_filled() -> None:
-    """Fuyu's hidden-state view has no norm geomlens reads: the sphere's norm tap still
-    records that the capture filled it (its report ended "holds no norms statistics")."""
-    from geomlens.analyses.sphere.compute import NormTap, model_norms
-
-    _, view = hidden_view("fuyu")
-    assert not list(model_norms(view)) and view.final_norm is None
-    tap = NormTap(view, 3)
-    state = tap.state_dict()
-    assert int(state["windows"]) == 3
-    again = NormTap(view, 3)
-    again.load_state_dict(state)
-    assert again.state_dict().keys() == state.keys()

@@ -294,14 +294,6 @@ class NormTap(StateParts):
     def after(self, attentions: Sequence[torch.Tensor] | None) -> None:
         """Nothing: the hooks did the work."""
 
-    def state_dict(self) -> dict[str, torch.Tensor]:
-        """The parts' state and the window count: never empty, so that a model with no
-        norm found (a hidden-state-tier model) still shows its capture filled the tap."""
-        return {"windows": torch.tensor(self.windows), **super().state_dict()}
-
-    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
-        super().load_state_dict({k: v for k, v in state.items() if k != "windows"})
-
     def merge(self, other: NormTap) -> NormTap:
         for name, stats in self.stats.items():
             stats.merge(other.stats[name])
