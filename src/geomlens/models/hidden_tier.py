@@ -535,6 +535,36 @@ def _find_blocks(
     )
 
 
+def _readout_of(
+    model: nn.Module,
+    base: nn.Module,
+    ids: torch.Tensor,
+    run: _Pass,
+    readout: torch.Tensor,
+    table: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor | None, nn.Module | None, float | None, float]:
+    """``W_U``, ``b_U``, the head's own transform, the final soft-cap and the constant
+    factor on the logits, from the last block's output through the final norm
+    (``readout``) and the probe pass ``run``.
+
+    Raises:
+        HiddenStatesUnreadable: when ``W_U`` does not read vectors of the readout's width.
+    """
+    W_U, b_U = _readout(model, table)
+    transform = _head_transform(model, base, ids, run.hidden[-1])
+    if transform is not None:
+        with torch.inference_mode():
+            readout = transform(readout)
+    if readout.shape[-1] != W_U.shape[0]:
+        raise HiddenStatesUnreadable(
+            f"{type(model).__name__}'s readout ({list(W_U.shape)}) does not read its hidden "
+            f"states of width {readout.shape[-1]}"
+        )
+    plain = readout.to(W_U.dtype) @ W_U + (0 if b_U is None else b_U)
+    softcap = _softcap(model.config)
+    return W_U, b_U, transform, softcap, _logit_scale(plain, run.logits, softcap)
+
+
 def build_hidden_view(
     model: nn.Module, tokenizer: Any, name: str, source: str, is_encoder: bool
 ) -> ModelView:
@@ -566,20 +596,9 @@ def build_hidden_view(
     closing = None
     if final_norm is None and not normed:  # a post-norm stack: its last block's own norm
         closing = _closing_norm(model, blocks[-1], ids, last)
-    W_U, b_U = _readout(model, table)
-    transform = _head_transform(model, base, ids, run.hidden[-1])
-    readout = last if final_norm is None else final_norm(last)
-    if transform is not None:
-        with torch.inference_mode():
-            readout = transform(readout)
-    if readout.shape[-1] != W_U.shape[0]:
-        raise HiddenStatesUnreadable(
-            f"{type(model).__name__}'s readout ({list(W_U.shape)}) does not read its hidden "
-            f"states of width {readout.shape[-1]}"
-        )
-    plain = readout.to(W_U.dtype) @ W_U + (0 if b_U is None else b_U)
-    softcap = _softcap(config)
-    scale = _logit_scale(plain, run.logits, softcap)
+    W_U, b_U, transform, softcap, scale = _readout_of(
+        model, base, ids, run, last if final_norm is None else final_norm(last), table
+    )
     is_encoder = is_encoder or _attends_forward(model, ids)
     causal = not is_encoder
     reasons = {i: mixing_of(b, model_type) for i, b in enumerate(blocks)}
