@@ -75,7 +75,6 @@ def test_mpt_options_hugging_face_does_not_compute_are_refused() -> None:
         attn_config=dict(alibi=False, qk_ln=True, clip_qkv=6.0),
         no_bias=False,
         logit_scale=0.5,
-        expansion_ratio=2,
     )
     with pytest.raises(GeomlensError) as info:
         family_for(config)
@@ -83,4 +82,20 @@ def test_mpt_options_hugging_face_does_not_compute_are_refused() -> None:
     assert "the mpt mapping does not handle" in message
     for named in ("alibi=True", "qk_ln=False", "clip_qkv=None", "no_bias=False"):
         assert named in message, named
-    assert "logit_scale=0.5" in message and "expansion_ratio=2" in message
+    assert "logit_scale=0.5" in message
+
+
+@pytest.mark.parametrize("ratio", [2, 8])
+def test_mpt_expansion_ratio_only_sets_a_width(ratio: int) -> None:
+    """An ``expansion_ratio`` other than 4 is handled: the view reads the MLP's width from
+    its weights, and its logits equal Hugging Face's."""
+    config = transformers.MptConfig(
+        d_model=32, n_heads=4, n_layers=2, vocab_size=96, max_seq_len=64, expansion_ratio=ratio
+    )
+    family = family_for(config)
+    assert family.name == "mpt"
+    torch.manual_seed(0)
+    model = transformers.MptForCausalLM(config).eval().requires_grad_(False)
+    view = family.build(model, None, "mpt", "memory")
+    check = check_view(view)  # raises where a block or the logits differ from Hugging Face's
+    assert check.max_error["logits"] < 1e-4

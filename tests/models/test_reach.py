@@ -8,8 +8,11 @@ import difflib
 from pathlib import Path
 
 import pytest
+import transformers
 
-from geomlens.models.reach import Reach, markdown, reach_table
+from geomlens.cli import main
+from geomlens.models.reach import Reach, markdown, reach_of, reach_table
+from geomlens.models.tiny import tiny_config, tiny_model
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "models.md"
 
@@ -50,7 +53,55 @@ def test_known_rows_have_their_tier(rows: dict[str, Reach]) -> None:
     # Arcee's squared-ReLU MLP: helium's layout builds but differs on the check
     assert rows["arcee"].tier == "hidden-state"
     assert rows["arcee"].why.startswith("no declared layout reproduces its forward pass; first")
-    # a state-space model whose hidden states no list of modules returns block by block
-    assert rows["mamba"].tier == "refused" and "block by block" in rows["mamba"].why
+    # a state-space model whose hidden states Hugging Face numbers from block 0's output
+    assert rows["mamba"].tier == "hidden-state"
     assert {row.tier for row in rows.values()} == {"full", "hidden-state", "refused"}
     assert len(rows) > 150
+
+
+BUILT_NOW = ["bamba", "bailing_hybrid", "kolibri1_1", "jamba", "zamba", "qwen3_5_text", "mamba2"]
+"""Types once listed as "transformers cannot build it at 2 layers": a tiny config of the
+type's own defaults, scaled down, builds and loads."""
+
+
+@pytest.mark.parametrize("model_type", BUILT_NOW)
+def test_refusals_of_a_tiny_config_are_retried(model_type: str) -> None:
+    row = reach_of(model_type)
+    assert row.tier == "hidden-state", row
+
+
+@pytest.mark.parametrize("model_type", ["bailing_hybrid", "jamba", "qwen3_5_text", "kimi_linear"])
+def test_tiny_hybrids_keep_every_kind_of_layer(model_type: str) -> None:
+    """The per-layer pattern of the default config, cut to one layer of each kind: a
+    hybrid keeps its attention layers (an all-linear cut cannot run)."""
+    default, tiny = transformers.CONFIG_MAPPING[model_type](), tiny_config(model_type)
+    kinds = getattr(default, "layer_types", None) or getattr(default, "layers_block_type", None)
+    mine = getattr(tiny, "layer_types", None) or getattr(tiny, "layers_block_type", None)
+    assert mine is not None and len(mine) == tiny.num_hidden_layers <= 4
+    assert set(mine) == set(kinds)
+
+
+@pytest.mark.parametrize("model_type", ["longformer", "cpmant", "mamba", "rwkv"])
+def test_models_read_from_their_hidden_states_output(model_type: str) -> None:
+    assert reach_of(model_type).tier == "hidden-state"
+
+
+def test_refusals_say_what_holds_for_real_checkpoints() -> None:
+    funnel = reach_of("funnel")  # it pools tokens between its blocks
+    assert funnel.tier == "refused" and "one vector per token per layer" in funnel.why
+    assert "modality preprocessor" in reach_of("perceiver").why
+    marian = reach_of("marian")
+    assert marian.tier == "refused" and "encoder-decoder" in marian.why
+
+
+@pytest.mark.parametrize("model_type", ["pegasus", "marian"])
+def test_undeclared_encoder_decoders_are_refused_as_such(
+    model_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Their causal-LM class builds the decoder alone: refused for what they are, not for
+    weights that would not fit it."""
+    tiny_model(model_type, kind="seq2seq-lm").save_pretrained(tmp_path)
+    assert main(["capture", "--model", str(tmp_path), "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert "is an encoder-decoder that no family declares" in err
+    assert "different models" not in err and "Traceback" not in err

@@ -26,7 +26,7 @@ import re
 import time
 from collections.abc import Callable
 from contextlib import ExitStack, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -102,7 +102,9 @@ def mixing_of(block: nn.Module, model_type: str) -> str:
     )
 
 
-def _forward_kwargs(base: nn.Module) -> dict[str, Any]:
+def forward_kwargs(base: nn.Module) -> dict[str, Any]:
+    """``use_cache=False`` where the forward takes it: no cache is built (xLSTM's tiny
+    model cannot build its cache)."""
     params = inspect.signature(base.forward).parameters
     loose = any(p.kind is p.VAR_KEYWORD for p in params.values())
     return {"use_cache": False} if "use_cache" in params or loose else {}
@@ -155,7 +157,7 @@ def _probe(model: nn.Module, base: nn.Module, ids: torch.Tensor, lists: dict[str
                     outputs[key][i] = None if y is None else y.detach()
 
                 stack.callback(module.register_forward_hook(own_thread(post)).remove)
-        out = model(input_ids=ids, output_hidden_states=True, **_forward_kwargs(model))
+        out = model(input_ids=ids, output_hidden_states=True, **forward_kwargs(model))
     hidden = getattr(out, "hidden_states", None)
     if hidden is None:
         hidden = getattr(out, "encoder_hidden_states", None)
@@ -232,16 +234,90 @@ def _readout(model: nn.Module, table: torch.Tensor) -> tuple[torch.Tensor, torch
     return table.T, None
 
 
-def _logit_scale(view_logits: torch.Tensor, logits: torch.Tensor | None) -> float:
-    """The constant factor between Hugging Face's logits and the plain readout (1 where the
-    two agree or no constant relates them)."""
+def _head_transform(
+    model: nn.Module, base: nn.Module, ids: torch.Tensor, hidden_last: torch.Tensor
+) -> nn.Module | None:
+    """The LM head's module that turns the last hidden state into what the output
+    embedding reads (a BERT-style dense, activation and norm; ModernBERT-decoder's
+    ``lm_head``), found by hooks; None where the output embedding reads the last hidden
+    state itself (or there is no output embedding)."""
+    head = None
+    with suppress(AttributeError, NotImplementedError):
+        head = model.get_output_embeddings()  # type: ignore[operator]
+    if not isinstance(head, nn.Module):
+        return None
+    inside = {id(m) for m in base.modules()} | {id(m) for m in head.modules()}
+    candidates = [m for m in model.modules() if id(m) not in inside and m is not model]
+    read: list[torch.Tensor] = []
+    seen: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+    with ExitStack() as stack, torch.inference_mode():
+
+        def pre(mod: Any, args: tuple) -> None:
+            if args and isinstance(args[0], torch.Tensor) and not read:
+                read.append(args[0].detach())
+
+        stack.callback(head.register_forward_pre_hook(pre).remove)
+        for module in candidates:
+
+            def post(mod: Any, args: tuple, out: Any) -> None:
+                y = _first(out)
+                if args and isinstance(args[0], torch.Tensor) and y is not None:
+                    seen.setdefault(id(mod), (args[0].detach(), y.detach()))
+
+            stack.callback(module.register_forward_hook(post).remove)
+        model(input_ids=ids, **forward_kwargs(model))
+    if not read or _same(read[0], hidden_last):
+        return None
+    for module in candidates:
+        pair = seen.get(id(module))
+        if pair is not None and _same(pair[0], hidden_last) and _same(pair[1], read[0]):
+            return module
+    return None
+
+
+def _softcap(config: Any) -> float | None:
+    """The final logit soft-capping ``c * tanh(logits / c)`` the config declares, or None."""
+    for name in ("final_logit_softcapping", "logits_soft_cap", "output_logit_soft_cap"):
+        value = getattr(config, name, None)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+            return float(value)
+    return None
+
+
+def _attends_forward(model: nn.Module, ids: torch.Tensor) -> bool:
+    """Whether a position reads later tokens: position 0's hidden state at some layer
+    moves, by more than the dtype's rounding, when only the last token changes (an
+    encoder's attention, ERNIE's; a mixture of experts regroups its tokens, which moves
+    a decoder's position 0 by rounding only)."""
+    from geomlens.models.check import TOLERANCE
+
+    changed = ids.clone()
+    changed[0, -1] = (int(ids[0, -1]) + 1) % max(int(ids.max()) + 2, 2)
+    hidden, other = (_probe(model, model, x, {}).hidden for x in (ids, changed))
+    tol = TOLERANCE.get(hidden[0].dtype, 1e-2)
+    return any(
+        float((a[:, 0].double() - b[:, 0].double()).abs().max())
+        > tol * max(1.0, float(a[:, 0].abs().max()))
+        for a, b in zip(hidden, other, strict=False)
+    )
+
+
+def _logit_scale(
+    view_logits: torch.Tensor, logits: torch.Tensor | None, softcap: float | None = None
+) -> float:
+    """The constant factor between Hugging Face's logits (before their soft-capping
+    ``softcap``) and the plain readout (1 where the two agree or no constant relates them)."""
     if logits is None or logits.shape != view_logits.shape:
         return 1.0
+    if softcap is not None:
+        logits = softcap * torch.atanh((logits.double() / softcap).clamp(-1 + 1e-12, 1 - 1e-12))
     a, b = view_logits.double().flatten(), logits.double().flatten()
     denominator = float(a @ a)
     if denominator == 0:
         return 1.0
     scale = float(a @ b) / denominator
+    if abs(scale - 1.0) < 1e-6:  # equal up to rounding: no factor
+        return 1.0
     return (
         scale if torch.allclose(a * scale, b, rtol=1e-4, atol=1e-4 * float(b.abs().max())) else 1.0
     )
@@ -263,7 +339,7 @@ def _closing_norm(
                     seen[name] = (args[0].detach(), y.detach())
 
             stack.callback(module.register_forward_hook(own_thread(keep)).remove)
-        model(input_ids=ids, **_forward_kwargs(model))
+        model(input_ids=ids, **forward_kwargs(model))
     for name, (x, y) in seen.items():
         if _same(y, output):
             return _norm_kind_and_view(norms[name], x, y)
@@ -357,7 +433,7 @@ def _input_reader(base: nn.Module, first: nn.Module) -> Callable[[torch.Tensor],
         handle = first.register_forward_pre_hook(own_thread(pre), with_kwargs=True)
         try:
             with torch.inference_mode(), suppress(_Stop):
-                base(input_ids=flat, **_forward_kwargs(base))
+                base(input_ids=flat, **forward_kwargs(base))
         finally:
             handle.remove()
         x = kept[0]
@@ -372,14 +448,69 @@ def _input_reader(base: nn.Module, first: nn.Module) -> Callable[[torch.Tensor],
     return read
 
 
+def numbered(run: _Pass, key: str) -> tuple[torch.Tensor, ...]:
+    """Hugging Face's hidden states in geomlens's numbering (0: block 0's input, i: block
+    i - 1's output, the last through the final norm). Mamba's and RWKV's list their first
+    block's output first and leave the embedding out: theirs are shifted by one, with the
+    embedding read by the hook on block 0."""
+    hidden, outs, entry = run.hidden, run.outputs.get(key, []), run.first_in.get(key)
+    n = len(hidden) - 1
+    shifted = (
+        entry is not None
+        and n > 1
+        and len(outs) == n
+        and not _same(entry, hidden[0])
+        and all(_same(outs[i], hidden[i]) for i in range(n))
+    )
+    return (entry, *hidden[: n - 1], hidden[n]) if shifted and entry is not None else hidden
+
+
+class HiddenRelay(nn.Module):
+    """Stands in for block i where no module of the model returns the hidden states block
+    by block (Longformer pads its blocks' input to its attention window, CPM-Ant prepends
+    prompt tokens): called after each forward pass of the base with Hugging Face's hidden
+    states i and i + 1, so that the capture's hooks read them as block i's input and
+    output (``relayed``)."""
+
+    def forward(self, before: torch.Tensor, after: torch.Tensor) -> torch.Tensor:
+        return after
+
+
+def relayed(base: nn.Module, n_layers: int) -> list[nn.Module]:
+    """One ``HiddenRelay`` per block, called by hooks on ``base`` that ask every forward
+    pass for ``output_hidden_states`` and hand its hidden states to the relays."""
+    relays: list[nn.Module] = [HiddenRelay() for _ in range(n_layers)]
+    names = list(inspect.signature(base.forward).parameters)
+    at = names.index("output_hidden_states") if "output_hidden_states" in names else len(names)
+
+    def ask(module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        if len(args) > at:  # passed by position (CPM-Ant's head does)
+            return (*args[:at], True, *args[at + 1 :]), kwargs
+        return args, {**kwargs, "output_hidden_states": True}
+
+    def relay(module: Any, args: tuple, kwargs: dict, out: Any) -> None:
+        hidden = getattr(out, "hidden_states", None)
+        if hidden is None or len(hidden) != n_layers + 1:
+            return
+        for i, block in enumerate(relays):
+            block(hidden[i], hidden[i + 1])
+
+    base.register_forward_pre_hook(ask, with_kwargs=True)
+    base.register_forward_hook(relay, with_kwargs=True)
+    return relays
+
+
 def _find_blocks(
     model: nn.Module, base: nn.Module, ids: torch.Tensor
 ) -> tuple[list[nn.Module], _Pass, torch.Tensor]:
-    """The module list whose outputs are the hidden states block by block, the probe pass
-    that found it and the last block's output [1, T, d].
+    """The modules whose outputs are the hidden states block by block, the probe pass that
+    found them (its hidden states in geomlens's numbering, ``numbered``) and the last
+    block's output [1, T, d]: a list of the model's modules where one returns them, else
+    relays of Hugging Face's own ``output_hidden_states`` (``relayed``) where those give
+    one vector per token per layer.
 
     Raises:
-        HiddenStatesUnreadable: when no list of the model's modules does.
+        HiddenStatesUnreadable: when neither does.
     """
     first = _probe(model, base, ids, {})
     n_layers = len(first.hidden) - 1
@@ -387,15 +518,54 @@ def _find_blocks(
     run = _probe(model, base, ids, lists)
     for key, modules in lists.items():
         outs = run.outputs[key]
-        inner = all(_same(outs[i], run.hidden[i + 1]) for i in range(n_layers - 1))
+        hidden = numbered(run, key)
+        inner = all(_same(outs[i], hidden[i + 1]) for i in range(n_layers - 1))
         entry = run.first_in.get(key)
         last = outs[-1]
-        if inner and entry is not None and _same(entry, run.hidden[0]) and last is not None:
-            return list(modules), run, last
+        if inner and entry is not None and _same(entry, hidden[0]) and last is not None:
+            return list(modules), replace(run, hidden=hidden), last
+    per_token = all(h.shape == first.hidden[0].shape for h in first.hidden)
+    if n_layers > 0 and per_token and first.hidden[0].shape[:2] == ids.shape:
+        relays = relayed(base, n_layers)
+        run = _probe(model, base, ids, {"relays": nn.ModuleList(relays)})
+        last = run.outputs["relays"][-1]
+        if last is not None:
+            return relays, run, last
     raise HiddenStatesUnreadable(
-        f"no list of {type(model).__name__}'s modules returns its hidden states block by "
-        "block, so its residual stream cannot be read layer by layer"
+        f"neither a list of {type(model).__name__}'s modules nor its output_hidden_states "
+        "give one vector per token per layer, so its residual stream cannot be read layer "
+        "by layer"
     )
+
+
+def _readout_of(
+    model: nn.Module,
+    base: nn.Module,
+    ids: torch.Tensor,
+    run: _Pass,
+    readout: torch.Tensor,
+    table: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor | None, nn.Module | None, float | None, float]:
+    """``W_U``, ``b_U``, the head's own transform, the final soft-cap and the constant
+    factor on the logits, from the last block's output through the final norm
+    (``readout``) and the probe pass ``run``.
+
+    Raises:
+        HiddenStatesUnreadable: when ``W_U`` does not read vectors of the readout's width.
+    """
+    W_U, b_U = _readout(model, table)
+    transform = _head_transform(model, base, ids, run.hidden[-1])
+    if transform is not None:
+        with torch.inference_mode():
+            readout = transform(readout)
+    if readout.shape[-1] != W_U.shape[0]:
+        raise HiddenStatesUnreadable(
+            f"{type(model).__name__}'s readout ({list(W_U.shape)}) does not read its hidden "
+            f"states of width {readout.shape[-1]}"
+        )
+    plain = readout.to(W_U.dtype) @ W_U + (0 if b_U is None else b_U)
+    softcap = _softcap(model.config)
+    return W_U, b_U, transform, softcap, _logit_scale(plain, run.logits, softcap)
 
 
 def build_hidden_view(
@@ -429,15 +599,10 @@ def build_hidden_view(
     closing = None
     if final_norm is None and not normed:  # a post-norm stack: its last block's own norm
         closing = _closing_norm(model, blocks[-1], ids, last)
-    W_U, b_U = _readout(model, table)
-    readout = last if final_norm is None else final_norm(last)
-    if readout.shape[-1] != W_U.shape[0]:
-        raise HiddenStatesUnreadable(
-            f"{type(model).__name__}'s readout ({list(W_U.shape)}) does not read its hidden "
-            f"states of width {readout.shape[-1]}"
-        )
-    plain = readout.to(W_U.dtype) @ W_U + (0 if b_U is None else b_U)
-    scale = _logit_scale(plain, run.logits)
+    W_U, b_U, transform, softcap, scale = _readout_of(
+        model, base, ids, run, last if final_norm is None else final_norm(last), table
+    )
+    is_encoder = is_encoder or _attends_forward(model, ids)
     causal = not is_encoder
     reasons = {i: mixing_of(b, model_type) for i, b in enumerate(blocks)}
     n_heads = _size(config, "num_attention_heads")
@@ -462,6 +627,8 @@ def build_hidden_view(
         W_U=W_U,
         b_U=b_U,
         unembedding_scale=scale,
+        logit_softcap=softcap,
+        head_transform=transform,
         final_norm=final_norm,
         blocks=tuple(
             _block(i, b, d, causal, reasons[i], closing if i == n_layers - 1 else None)
@@ -485,6 +652,9 @@ class HiddenCheck:
         tolerance: 0: the hidden states must be equal.
         seconds: wall time.
         final_norm: whether the final norm was found (the sphere radii are known).
+        readout_equal: whether the view's logits (``ModelView.logits`` of the last block's
+            output) equal Hugging Face's within the dtype's tolerance (``max_error``'s
+            "logits", relative to the largest logit); None where the model gives no logits.
     """
 
     tokens: int
@@ -493,6 +663,19 @@ class HiddenCheck:
     tolerance: float
     seconds: float
     final_norm: bool
+    readout_equal: bool | None = None
+
+
+def readout_error(view: ModelView, last: torch.Tensor, logits: torch.Tensor) -> float:
+    """The largest difference between the view's logits of the last block's output
+    ``last`` and Hugging Face's ``logits``, relative to the largest logit (at least 1; inf
+    for another shape)."""
+    with torch.inference_mode():
+        mine = view.logits(last)
+    if mine.shape != logits.shape:
+        return float("inf")
+    scale = max(1.0, float(logits.abs().max()))
+    return float((mine.double() - logits.double()).abs().max()) / scale
 
 
 def check_hidden_view(view: ModelView, tokens: int = 24) -> HiddenCheck:
@@ -504,7 +687,7 @@ def check_hidden_view(view: ModelView, tokens: int = 24) -> HiddenCheck:
     Raises:
         CheckFailed: naming the layer that differs.
     """
-    from geomlens.models.check import CheckFailed
+    from geomlens.models.check import TOLERANCE, CheckFailed
 
     start = time.perf_counter()
     ids = _probe_ids(int(view.W_E.shape[0]), getattr(view.config, "pad_token_id", None), tokens)
@@ -514,7 +697,8 @@ def check_hidden_view(view: ModelView, tokens: int = 24) -> HiddenCheck:
     run = _probe(view.model, view.base, ids, {"blocks": hooked})
     ours: list[torch.Tensor | None] = [run.first_in.get("blocks"), *run.outputs["blocks"]]
     worst: dict[str, float] = {"hidden states": 0.0, "block-0 input": 0.0}
-    for layer, (mine, theirs) in enumerate(zip(ours, run.hidden, strict=True)):
+    hidden = numbered(run, "blocks")
+    for layer, (mine, theirs) in enumerate(zip(ours, hidden, strict=True)):
         if layer == view.n_layers and view.final_norm is not None and mine is not None:
             with torch.inference_mode():
                 mine = view.final_norm(mine)
@@ -536,7 +720,7 @@ def check_hidden_view(view: ModelView, tokens: int = 24) -> HiddenCheck:
             )
     with torch.inference_mode():
         x0 = view.block_input(ids)
-    if not _same(x0, run.hidden[0]):
+    if not _same(x0, hidden[0]):
         raise CheckFailed(
             f"block 0's input of {view.name}, read by a hook, differs from Hugging Face's "
             "hidden state 0.",
@@ -544,6 +728,11 @@ def check_hidden_view(view: ModelView, tokens: int = 24) -> HiddenCheck:
             "block-0 input",
             float("inf"),
         )
+    readout_equal = None
+    last = run.outputs["blocks"][-1]
+    if run.logits is not None and last is not None:
+        worst["logits"] = readout_error(view, last, run.logits)
+        readout_equal = worst["logits"] <= TOLERANCE.get(view.W_U.dtype, 1e-2)
     return HiddenCheck(
         tokens=int(ids.shape[1]),
         blocks=len(view.blocks),
@@ -551,4 +740,5 @@ def check_hidden_view(view: ModelView, tokens: int = 24) -> HiddenCheck:
         tolerance=0.0,
         seconds=time.perf_counter() - start,
         final_norm=view.final_norm is not None,
+        readout_equal=readout_equal,
     )

@@ -67,13 +67,20 @@ def tensor_bytes(tensor: torch.Tensor) -> Iterator[memoryview]:
 
 def weights_hash(model: torch.nn.Module) -> str:
     """sha256 over every entry of the model's state dict, by name: its name, shape, dtype
-    and bytes. A tensor shared under several names (tied weights) is read once."""
+    and bytes. A tensor shared under several names (tied weights) is read once; an
+    offloaded one (accelerate's ``device_map``) is read from where accelerate keeps it."""
+    from geomlens.models.placement import offloaded_weights
+
     h = hashlib.sha256()
     first: dict[tuple[Any, ...], str] = {}
     state = model.state_dict()
+    stored = offloaded_weights(model)  # weights accelerate keeps on disk or in host memory
     for name in sorted(state):
         tensor = state[name]
         h.update(f"{name}|{tuple(tensor.shape)}|{tensor.dtype}\n".encode())
+        if tensor.device.type == "meta" and name in stored:
+            weights_map, key = stored[name]
+            tensor = weights_map[key]  # read one tensor at a time
         key = (tensor.device, tensor.data_ptr(), tensor.dtype, tuple(tensor.shape), tensor.stride())
         if tensor.data_ptr() and key in first:
             h.update(f"={first[key]}\n".encode())

@@ -843,6 +843,7 @@ def load_folder(
         raise GeomlensError(f"could not read the model config in {folder}: {text}") from None
     check_sub_configs(folder, config)  # a multimodal model named as such, not as a type
     layouts = candidate_layouts(config)  # unhandled options reported before missing weights
+    refuse_undeclared_seq2seq(config, layouts)
     check_config_shape(folder, config)
     check_safetensors(folder)
     check_weight_headers(folder)
@@ -886,6 +887,23 @@ def load_folder(
             view = on_demand(layouts[0].build(model, tokenizer, name, str(folder)))
             return replace(view, load_check=check_view(view))
         return through_layouts(layouts, model, tokenizer, name, folder)
+
+
+def refuse_undeclared_seq2seq(config: Any, layouts: list[Family]) -> None:
+    """Refuse an encoder-decoder no family declares, saying what it is, before its weights
+    load (Hugging Face's causal-LM class of such a type builds its decoder alone, whose
+    weights would not fit, and the decoder-only layouts that accept its config read one
+    stack)."""
+    declared = any(family_declares(f, config) for f in layouts)
+    if declared or not getattr(config, "is_encoder_decoder", False):
+        return  # a declared family reads both stacks (T5, BART); a decoder-only layout does not
+    model_type = getattr(config, "model_type", None)
+    raise GeomlensError(
+        f"model type {model_type!r} is an encoder-decoder that no family declares; the "
+        "hidden-state tier reads one stack, not an encoder and a decoder that reads it "
+        "through cross-attention: use a model of a supported family (geomlens models "
+        "--families)."
+    )
 
 
 def family_declares(family: Family, config: Any) -> bool:
@@ -974,11 +992,23 @@ def hidden_state_view(
         ) from None
     print(
         f"geomlens: model type {model_type!r} loads in the hidden-state tier: {why}. Its "
-        "hidden states, embeddings and readout are read (equal to Hugging Face's); the "
+        f"hidden states, embeddings and readout are read ({readout_said(check)}); the "
         "attention-level analyses say per layer that they do not apply.",
         file=sys.stderr,
     )
     return replace(view, load_check=check)
+
+
+def readout_said(check: Any) -> str:
+    """What the hidden-state notice says of the readout, from the on-load check."""
+    if check.readout_equal is None:
+        return "hidden states equal to Hugging Face's; it gives no logits to compare"
+    if check.readout_equal:
+        return "equal to Hugging Face's hidden states and logits"
+    return (
+        "hidden states equal to Hugging Face's; its logits differ from the readout's by "
+        f"{check.max_error['logits']:.2g}, so the readouts are W_U's, not the model's"
+    )
 
 
 def is_encoder_model(model: Any) -> bool:

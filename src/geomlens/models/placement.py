@@ -128,6 +128,24 @@ def offloaded(module: Any) -> list[Any]:
     return hooks
 
 
+def offloaded_weights(model: Any) -> dict[str, tuple[Mapping[str, Any], str]]:
+    """Every offloaded tensor of ``model`` by its state-dict name: the weights map accelerate
+    reads it from and its key there (read one at a time, e.g. to hash the weights without
+    putting the whole model in memory)."""
+    from accelerate.utils import named_module_tensors
+
+    names = {id(module): name for name, module in model.named_modules()}
+    stored: dict[str, tuple[Mapping[str, Any], str]] = {}
+    for module, hook in offloaded(model):
+        prefix = names.get(id(module), "")
+        for name, tensor in named_module_tensors(
+            module, include_buffers=hook.offload_buffers, recurse=hook.place_submodules
+        ):
+            if tensor.device.type == "meta":
+                stored[f"{prefix}.{name}" if prefix else name] = (hook.weights_map, name)
+    return stored
+
+
 @contextmanager
 def materialised(model: Any, where: Literal["host", "execution"] = "host") -> Iterator[None]:
     """Offloaded weights put into their modules for the block's length, then left to

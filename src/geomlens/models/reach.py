@@ -97,6 +97,7 @@ def reach_of(model_type: str) -> Reach:
     import torch
 
     from geomlens.models.families import FAMILIES
+    from geomlens.models.hidden_tier import forward_kwargs
     from geomlens.models.loading import auto_class, candidate_layouts, fallback_auto_class
     from geomlens.models.tiny import probe, tiny_config
 
@@ -117,23 +118,39 @@ def reach_of(model_type: str) -> Reach:
         layouts = candidate_layouts(config)
     except GeomlensError as exc:  # an option a declared layout reads but cannot handle
         return Reach(model_type, "refused", short(str(exc)))
+    except Exception as exc:  # a config the layouts' checks cannot read (per-layer values)
+        return Reach(model_type, "refused", f"loading it raises {type(exc).__name__}")
     loader = auto_class(layouts[0].auto_class if layouts else fallback_auto_class(config))
     try:
         torch.manual_seed(0)
         model = loader.from_config(config).eval().requires_grad_(False)
         with torch.inference_mode():
-            model(input_ids=probe())
+            model(input_ids=probe(), **forward_kwargs(model))
     except Exception as exc:  # Hugging Face's own model does not build or run
         return unbuildable(model_type, exc)
     return loaded(model_type, layouts, model)
 
 
+NEEDS_MORE_THAN_IDS = {
+    "perceiver": "its forward reads `inputs` through a modality preprocessor, not token ids",
+    "xmod": "its blocks run a language adapter chosen per input (set_default_language), "
+    "not one stack for every text",
+}
+"""Types refused for what holds of every checkpoint: they are not run on token ids alone."""
+
+
 def unbuildable(model_type: str, exc: BaseException) -> Reach:
-    """A type whose tiny model transformers itself cannot build or run: refused, kept."""
+    """A type whose tiny model (``models.tiny``'s config for it) transformers cannot build
+    or run: refused, saying so, with transformers' own words; this says nothing of its
+    real checkpoints (``NEEDS_MORE_THAN_IDS``: a reason that does)."""
+    if model_type in NEEDS_MORE_THAN_IDS:
+        return Reach(model_type, "refused", NEEDS_MORE_THAN_IDS[model_type])
+    said = " ".join(str(exc).split())
+    said = said if len(said) <= 70 else said[:67] + "..."
     return Reach(
         model_type,
         "refused",
-        f"transformers itself cannot build/run it at 2 layers: {type(exc).__name__}",
+        short(f"not measured: no tiny config of it built here ({type(exc).__name__}: {said})"),
     )
 
 
@@ -167,11 +184,11 @@ def loaded(model_type: str, layouts: list[Any], model: Any) -> Reach:
 
 def first(why: str) -> str:
     """The closest layout's mismatch from a hidden-state notice's list ("helium (block 0:
-    ...)"; a group of layouts with one reason as its first name and how many more)."""
+    ...)"; a group of layouts with one reason as its first name "and others")."""
     part = why.split(MISMATCHES, 1)[1][:-1].split("; ")[0]
     names, _, reason = part.partition(" (")
     listed = names.split(", ")
-    more = f" and {len(listed) - 1} more" if len(listed) > 1 else ""
+    more = " and others" if len(listed) > 1 else ""  # no count: it moves with every layout
     return f"{listed[0]}{more} ({reason}"
 
 

@@ -98,8 +98,74 @@ TYPES: dict[str, dict[str, Any]] = {
         moe_intermediate_size=16,
         shared_expert_intermediate_size=16,
     ),
+    # latent attention beside a linear attention (its heads at the tiny width)
+    **dict.fromkeys(
+        ("bailing_hybrid", "kimi_linear"),
+        dict(MLA, linear_head_dim=8, linear_num_heads=4, head_dim=8),
+    ),
+    **dict.fromkeys(("axk1", "axk2"), dict(MLA, index_head_dim=8, index_n_heads=2, head_dim=8)),
+    "neomme": dict(head_dim=16),
+    "bamba": dict(num_key_value_heads=2, mamba_d_head=16, attn_layer_indices=[1], **MAMBA),
+    "mamba2": dict(num_heads=4, head_dim=16, n_groups=1, state_size=8, chunk_size=16),
+    "jamba": dict(
+        num_key_value_heads=2,
+        attn_layer_period=2,
+        attn_layer_offset=1,
+        expert_layer_period=2,
+        expert_layer_offset=1,
+        mamba_dt_rank=8,
+        mamba_d_state=8,
+    ),
+    "esmc": dict(num_key_value_heads=4),
+    "lfm2_moe": dict(
+        num_key_value_heads=2, layer_types=["conv", "full_attention"], num_dense_layers=1
+    ),
+    "dots1": dict(
+        num_local_experts=4,
+        n_routed_experts=4,
+        n_shared_experts=1,
+        num_experts_per_tok=2,
+        first_k_dense_replace=1,
+    ),
+    "recurrent_gemma": dict(block_types=["recurrent", "attention"], num_key_value_heads=4),
+    # its shared attention block is tied across its hybrid layers: two of them
+    "zamba": dict(num_hidden_layers=3, layers_block_type=["mamba", "hybrid", "hybrid"]),
+    "kolibri1_1": dict(
+        head_dim=16,
+        layer_types=["sliding_attention", "indexed_attention"],
+        index_layers=[1],
+        kv_source_layers=[0, 1],
+        mlp_only_layers=[0],
+        index_num_heads=1,
+    ),
+    "qwen4_exp_text": dict(
+        indexer_n_heads=2,
+        indexer_kv_heads=1,
+        indexer_head_dim=8,
+        indexer_budget=8,
+        indexer_compress_ratio=2,
+    ),
+    "gemma3n_text": dict(
+        num_kv_shared_layers=0, hidden_size_per_layer_input=8, vocab_size_per_layer_input=96
+    ),
+    "esm": dict(pad_token_id=0, mask_token_id=4),
+    "zaya": dict(num_experts_per_tok=1),
+    # sizes its config derives from others (None: left out)
+    "funnel": dict(
+        block_sizes=[1, 1],
+        block_repeats=[1, 1],
+        d_head=8,
+        n_head=4,
+        num_hidden_layers=None,
+        architectures=["FunnelModel"],
+    ),
+    "xlnet": dict(max_position_embeddings=None, d_head=8, n_head=4),
+    "prophetnet": dict(num_hidden_layers=None, num_encoder_layers=2, num_decoder_layers=2),
+    "squeezebert": dict(embedding_size=32),
+    "reformer": dict(is_decoder=True, axial_pos_shape=[16, 32], axial_pos_embds_dim=[16, 16]),
 }
-"""Per-type overrides a type needs at the tiny sizes."""
+"""Per-type overrides a type needs at the tiny sizes (from the type's config class: its
+own constraints between widths, heads and layer patterns)."""
 
 PROBE_VOCAB = (3, SMALL["vocab_size"])
 """The range of the token ids a tiny model is run on (past the usual special ids)."""
@@ -116,8 +182,13 @@ def fitted(model_type: str, sizes: dict[str, Any]) -> dict[str, Any]:
     except Exception:  # a config that needs arguments: the sizes as given
         return out
     for key, value in FITTED.items():
-        if key not in out and getattr(default, key, None) is not None:
+        # a head width left None is computed from sizes the tiny model changes: set it
+        present = (
+            hasattr(default, key) or None if key == "head_dim" else getattr(default, key, None)
+        )
+        if key not in out and present is not None:
             out[key] = value
+    out.update(per_layer(default, out))
     vocab = out.get("vocab_size", SMALL["vocab_size"])
     for key, small in SPECIAL_TOKENS.items():
         value = getattr(default, key, None)
@@ -126,12 +197,44 @@ def fitted(model_type: str, sizes: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+PER_LAYER_LIMIT = 4
+"""The most layers a tiny model gets to show every kind of layer its default config has."""
+
+
+def per_layer(default: Any, sizes: dict[str, Any]) -> dict[str, Any]:
+    """The default config's per-layer lists (``layer_types``, ``mlp_layer_types``, ...: one
+    entry per layer) cut to the tiny model's layers, keeping one layer of each kind the
+    lists name together (so a hybrid keeps an attention layer), with the layer count that
+    holds them: a list shorter than the layers fails transformers' own checks."""
+    layers = getattr(default, "num_hidden_layers", None)
+    if not isinstance(layers, int):
+        return {}
+    try:
+        values = default.to_dict()
+    except Exception:  # a config that cannot list itself: nothing fitted
+        return {}
+    lists = {k: v for k, v in values.items() if isinstance(v, list) and len(v) == layers > 1}
+    if not lists or any(k in sizes and k not in SMALL for k in lists):  # chosen by its entry
+        return {}
+    want = int(sizes.get("num_hidden_layers", SMALL["num_hidden_layers"]))
+    kinds: dict[str, int] = {}
+    for i in range(layers):
+        kinds.setdefault(repr([v[i] for v in lists.values()]), i)
+    keep = sorted(kinds.values())[:PER_LAYER_LIMIT]
+    keep += [i for i in range(layers) if i not in keep][: max(0, want - len(keep))]
+    keep.sort()
+    cut = {k: [sizes[k] if k in SMALL else v[i] for i in keep] for k, v in lists.items()}
+    return {"num_hidden_layers": len(keep), **cut}
+
+
 def tiny_config(model_type: str, **overrides: Any) -> Any:
     """The config of a tiny ``model_type`` (``SMALL``, fitted, the type's ``TYPES`` entry,
-    then ``overrides``); a ``text_config`` gets the same sizes."""
+    then ``overrides``; a size given as None is left out); a ``text_config`` gets the same
+    sizes."""
     from transformers import CONFIG_MAPPING
 
     sizes = fitted(model_type, {**SMALL, **TYPES.get(model_type, {}), **overrides})
+    sizes = {k: v for k, v in sizes.items() if v is not None}
     subs = getattr(CONFIG_MAPPING[model_type], "sub_configs", {}) or {}
     if "text_config" in subs and "text_config" not in sizes:
         text_type = getattr(subs["text_config"], "model_type", "") or ""

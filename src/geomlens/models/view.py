@@ -545,6 +545,9 @@ class ModelView:
             table as stored, which BERT's masked-LM decoder shares; with a factorised
             embedding, with W_E^T). ``unembed`` adds ``b_U``, the decoder-output scale and
             the final soft-capping where the model has them.
+        head_transform: the language-model head's own module between the readout norm and
+            W_U (a BERT-style dense, activation and norm), or None; ``unembed`` calls it
+            first (the hidden-state tier finds it; no declared family has one).
         final_norm: the norm before the unembedding (None for post-norm encoders).
         embedding_norm: a norm applied to the embedding sum before block 0 (BERT), or None.
             Block 0 reads ``embedding_norm(W_E[i] * embedding_scale + W_pos[t])``
@@ -594,6 +597,9 @@ class ModelView:
     b_U: torch.Tensor | None = None
     unembedding_scale: float = 1.0
     logit_softcap: float | None = None
+    head_transform: Callable[[torch.Tensor], torch.Tensor] | None = field(
+        default=None, repr=False, compare=False
+    )
     encoder_final_norm: NormView | None = None
     decoder_start_token_id: int | None = None
     factorised: FactorisedEmbedding | None = None
@@ -684,6 +690,7 @@ class ModelView:
         """Logits from vectors already through the readout norm: [..., d] -> [..., vocab],
         computed in ``dtype`` (default: the unembedding's own)."""
         dtype = dtype or self.W_U.dtype
+        x = self.transformed(x)
         if self.unembedding_scale != 1.0:
             x = x * self.unembedding_scale
         logits = x.to(dtype) @ self.W_U.to(dtype)
@@ -692,6 +699,13 @@ class ModelView:
         if self.logit_softcap is not None:
             logits = self.logit_softcap * torch.tanh(logits / self.logit_softcap)
         return logits
+
+    def transformed(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` through the head's own transform (``head_transform``), where it has one."""
+        if self.head_transform is None:
+            return x
+        with torch.inference_mode():
+            return self.head_transform(x.to(self.W_E.dtype))
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         """The model's logits from its last hidden-state layer ``h`` [..., d] (final norm

@@ -296,13 +296,15 @@ def matrix_scores(x: torch.Tensor, W: torch.Tensor) -> ScoreFn:
 
 def unembed_scores(view: ModelView, x: torch.Tensor, dtype: torch.dtype | None = None) -> ScoreFn:
     """``view.unembed(x, dtype)`` restricted to columns: the same operations in the same
-    order (output scale, product, bias, soft-capping), on one chunk of W_U at a time.
+    order (head transform, output scale, product, bias, soft-capping), on one chunk of
+    W_U at a time.
 
     Args:
         x: [M, d] vectors already through the readout norm.
         dtype: the product's dtype (default: the unembedding's own).
     """
     dtype = dtype or view.W_U.dtype
+    x = view.transformed(x)
     if view.unembedding_scale != 1.0:
         x = x * view.unembedding_scale
     xd = x.to(dtype)

@@ -129,12 +129,14 @@ def sphere_figures(
 ) -> None:
     """Every sphere figure into ``out``, drawn in a forked process (see
     ``rendered_in_background``): the report draws them while its next stage runs. Without
-    ``map3`` (umap-learn not installed) the trajectory map is left out."""
+    ``map3`` (umap-learn not installed) the trajectory map is left out; without a probed
+    layer (every block's mixing not modelled) the head figure is."""
     with rendered_in_background():
         save_later(figs.radius_figure(orient.layers), out / "sphere_radius.png")
         save_later(figs.cosine_figure(orient.cosines), out / "sphere_cosines.png")
         save_later(figs.top_tokens_figure(top), out / "sphere_top_tokens.png")
-        save_later(figs.self_attention_figure(probe), out / "sphere_heads.png")
+        if probe.layers:  # no layer probed: the hidden-state tier's blocks, not read
+            save_later(figs.self_attention_figure(probe), out / "sphere_heads.png")
         save_later(figs.lens_figure(traj), out / "sphere_lens.png")
         if map3 is None:
             return

@@ -6,9 +6,11 @@ QKV.
 Hugging Face adds ``m_h (j - T + 1)``, which differs by a constant per query row, so the
 softmax is the same. Hugging Face's ``build_mpt_alibi_tensor`` always runs at its default
 ``alibi_bias_max`` of 8, where its slopes ``m_h`` are BLOOM's. Hugging Face's MPT
-implements only ALiBi, multi-head attention, bias-free layers and 4x MLPs, so configs
-asking for anything else are refused, as are the options it ignores but the original
-model applied (q/k LayerNorm, QKV clipping, prefix-LM masks, a logit scale).
+implements only ALiBi, multi-head attention and bias-free layers, so configs asking for
+anything else are refused, as are the options it ignores but the original model applied
+(q/k LayerNorm, QKV clipping, prefix-LM masks, a logit scale). Its MLP is 4x wide whatever
+``expansion_ratio`` says: the option is handled (the view reads the width from the
+weights), and weights of another width fail the load's shape check.
 """
 
 from __future__ import annotations
@@ -65,11 +67,15 @@ MPT = Family(
     model_types=("mpt",),
     features=("fused QKV", "bias-free LayerNorm"),
     auto_class="causal-lm",
-    handles=frozenset({"max_seq_len", "learned_pos_emb", "embedding_fraction", "init_device"}),
+    # expansion_ratio only sets the MLP width, which the view reads from the weights'
+    # shapes (Hugging Face's MPT builds 4x whatever it says; a checkpoint of another
+    # width is refused by the load's shape check)
+    handles=frozenset(
+        {"max_seq_len", "learned_pos_emb", "embedding_fraction", "init_device", "expansion_ratio"}
+    ),
     options={
         "attn_config": known_attention,
         "no_bias": one_of(True),
-        "expansion_ratio": one_of(4),
         "logit_scale": falsy,
         "norm_type": one_of("low_precision_layernorm", "layernorm"),
     },
