@@ -158,7 +158,7 @@ def test_report(minilm: ModelView, small_umap, tmp_path, capsys):
         (lambda: geomlens.capture(contxts=4), r"no argument 'contxts'; did you mean 'contexts'"),
         (lambda: geomlens.sphere(layers=[0, "a"]), r"layers takes a list of ints or None"),
         (lambda: geomlens.walk(engine="spark"), r"engine takes one of 'local', 'ray'"),
-        (lambda: geomlens.report(dtype="float16"), r"dtype takes one of 'float32', 'bfloat16'"),
+        (lambda: geomlens.report(dtype="float64"), r"dtype takes one of 'float32', 'bfloat16'"),
         (lambda: geomlens.concepts(progress="yes"), r"progress takes True or False"),
         (lambda: geomlens.api.decompose("smollm2-135m"), r"keyword arguments only"),
         (lambda: geomlens.walk(text="a", text_file="b"), r"text or text_file, not both"),

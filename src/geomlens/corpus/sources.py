@@ -217,7 +217,7 @@ def _read_folder(root: Path, name: str) -> list[Document]:
             continue
         if bad_text(rel.as_posix()) is not None:  # a byte of the name is not UTF-8
             raise GeomlensError(
-                f"the corpus file {clipped(ascii(str(path)))} has a name that is not UTF-8 text; "
+                f"the corpus file {ascii(str(path))} has a name that is not UTF-8 text; "
                 "rename it (and its folder) in UTF-8, as document ids and labels are text."
             )
         label = rel.parts[0] if len(rel.parts) > 1 else ""
@@ -226,7 +226,7 @@ def _read_folder(root: Path, name: str) -> list[Document]:
         docs.append(Document(text=text, label=label, doc_id=doc_id, cut=cut, decoding=decoding))
     if not docs:
         raise GeomlensError(
-            f"corpus folder '{clipped(name)}' has no .txt files; put one text per .txt file in it "
+            f"corpus folder '{name}' has no .txt files; put one text per .txt file in it "
             "(subfolders name the labels)."
         )
     return docs
@@ -286,14 +286,13 @@ def _read_text(path: Path) -> tuple[str, bool, str]:
             data = f.read(limit + 1)
     except OSError as exc:
         raise GeomlensError(
-            f"cannot read corpus file '{clipped(path)}' ({exc.strerror}); fix its permissions "
-            "or remove it."
+            f"cannot read corpus file '{path}' ({exc.strerror}); fix its permissions or remove it."
         ) from exc
     more = len(data) > limit
     data = data[:limit]
     if _looks_binary(data):
         raise GeomlensError(
-            f"corpus file '{clipped(path)}' is not text (it holds NUL or control bytes); remove "
+            f"corpus file '{path}' is not text (it holds NUL or control bytes); remove "
             "it, or save it as UTF-8 text."
         )
     # A read that stopped inside a character leaves up to 3 bytes of it: drop them.
@@ -336,7 +335,7 @@ def _jsonl_lines(path: Path, name: str) -> Iterator[tuple[int, str]]:
                     return
                 if len(raw) > MAX_JSONL_LINE and not raw.endswith(b"\n"):
                     raise GeomlensError(
-                        f"line {number} of '{clipped(name)}' is longer than "
+                        f"line {number} of '{name}' is longer than "
                         f"{MAX_JSONL_LINE >> 20} MiB, more than any document geomlens reads; "
                         "split or shorten that document."
                     )
@@ -345,15 +344,14 @@ def _jsonl_lines(path: Path, name: str) -> Iterator[tuple[int, str]]:
                 except UnicodeDecodeError as exc:
                     bom = 3 if number == 1 and raw.startswith(b"\xef\xbb\xbf") else 0
                     raise GeomlensError(
-                        f"corpus file '{clipped(name)}' is not valid UTF-8 (byte "
+                        f"corpus file '{name}' is not valid UTF-8 (byte "
                         f"{offset + exc.start + bom}); save it as UTF-8."
                     ) from None
                 offset += len(raw)
                 yield number, line.removesuffix("\n")
     except OSError as exc:
         raise GeomlensError(
-            f"cannot read corpus file '{clipped(name)}' ({exc.strerror}); check the path and "
-            "permissions."
+            f"cannot read corpus file '{name}' ({exc.strerror}); check the path and permissions."
         ) from exc
 
 
@@ -364,7 +362,7 @@ def _read_jsonl(path: Path, name: str, text_field: str, label_field: str) -> lis
     for number, line in _jsonl_lines(path, name):
         if not line.strip():
             continue
-        where = f"line {number} of '{clipped(name)}'"
+        where = f"line {number} of '{name}'"
         try:
             record = loads(line)
         except JSONTextError as exc:
@@ -402,9 +400,7 @@ def _read_jsonl(path: Path, name: str, text_field: str, label_field: str) -> lis
         text, cut = _cut(text)
         docs.append(Document(text=text, label=label, doc_id=f"line {number}", cut=cut))
     if not docs:
-        raise GeomlensError(
-            f"corpus file '{clipped(name)}' has no lines; write one JSON object per line."
-        )
+        raise GeomlensError(f"corpus file '{name}' has no lines; write one JSON object per line.")
     return docs
 
 

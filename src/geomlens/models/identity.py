@@ -79,13 +79,14 @@ def weights_hash(model: torch.nn.Module) -> str:
         tensor = state[name]
         h.update(f"{name}|{tuple(tensor.shape)}|{tensor.dtype}\n".encode())
         if tensor.device.type == "meta" and name in stored:
-            weights_map, key = stored[name]
-            tensor = weights_map[key]  # read one tensor at a time
-        key = (tensor.device, tensor.data_ptr(), tensor.dtype, tuple(tensor.shape), tensor.stride())
-        if tensor.data_ptr() and key in first:
-            h.update(f"={first[key]}\n".encode())
+            weights_map, stored_as = stored[name]
+            tensor = weights_map[stored_as]  # read one tensor at a time
+        where: tuple[Any, ...] = (tensor.device, tensor.data_ptr(), tensor.dtype)
+        where += (tuple(tensor.shape), tensor.stride())
+        if tensor.data_ptr() and where in first:
+            h.update(f"={first[where]}\n".encode())
             continue
-        first[key] = name
+        first[where] = name
         for part in tensor_bytes(tensor):
             h.update(part)
     return h.hexdigest()

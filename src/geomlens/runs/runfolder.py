@@ -627,7 +627,7 @@ class Run:
     def still_there(self) -> None:
         """One sentence when the run's folder was deleted or moved since it was opened
         (its files are read on first use, not when it is opened)."""
-        if not (self.path / "manifest.json").exists():
+        if not self.path.is_dir():
             raise GeomlensError(
                 f"the run folder {self.path} is gone (deleted or moved since it was opened); "
                 "open the run again where it is now, or rerun the command that made it."
