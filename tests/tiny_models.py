@@ -95,6 +95,31 @@ def small_tokenizer(encoder: bool) -> Any:
 CHARS = "abcdefghijklmnopqrstuvwxyz0123456789.,'?!-:;ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
+def saved_llama(folder: Any, **config: Any) -> Any:
+    """A tiny random Llama (seed 0; d 32, MLP 48, 2 layers, 4 heads over 2 key/value heads,
+    64 positions, unless ``config`` says otherwise) with ``small_tokenizer``'s vocabulary,
+    saved with that tokenizer in ``folder`` (returned)."""
+    tokenizer = small_tokenizer(False)
+    sizes: dict[str, Any] = {
+        "hidden_size": 32,
+        "intermediate_size": 48,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 64,
+    }
+    llama = transformers.LlamaConfig(
+        **{**sizes, **config},
+        vocab_size=len(tokenizer),
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    torch.manual_seed(0)
+    transformers.LlamaForCausalLM(llama).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
 def char_tokenizer(size: int) -> Any:
     """A character-level tokenizer of exactly ``size`` ids (``size`` >= 8): [UNK], the
     word boundary, then letters, digits and punctuation, then filler tokens; a tiny model

@@ -19,10 +19,9 @@ from typing import Any
 
 import pytest
 import torch
-import transformers
 from hub_server import Hub, Repo, closed_port, serve
 from safetensors.torch import load_file
-from tiny_models import small_tokenizer
+from tiny_models import saved_llama
 
 from geomlens.cli import main
 
@@ -48,23 +47,7 @@ COMMANDS = textwrap.dedent(
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random Llama with a real tokenizer, saved as a model folder."""
-    tokenizer = small_tokenizer(False)
-    config = transformers.LlamaConfig(
-        hidden_size=32,
-        intermediate_size=48,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=len(tokenizer),
-        max_position_embeddings=64,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    torch.manual_seed(0)
-    out = tmp_path_factory.mktemp("tiny") / "tiny-llama"
-    transformers.LlamaForCausalLM(config).save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
+    return saved_llama(tmp_path_factory.mktemp("tiny") / "tiny-llama")
 
 
 @pytest.fixture(scope="module")

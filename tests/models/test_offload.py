@@ -16,8 +16,7 @@ from typing import Any
 
 import pytest
 import torch
-import transformers
-from tiny_models import small_tokenizer
+from tiny_models import saved_llama
 
 import geomlens
 from geomlens.cli import main
@@ -42,24 +41,8 @@ ON_DISK = {
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    tokenizer = small_tokenizer(False)
-    config = transformers.LlamaConfig(
-        hidden_size=32,
-        intermediate_size=48,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=len(tokenizer),
-        max_position_embeddings=64,
-        tie_word_embeddings=False,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    torch.manual_seed(0)
-    out = tmp_path_factory.mktemp("offload") / "tiny-llama"
-    transformers.LlamaForCausalLM(config).save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
+    folder = tmp_path_factory.mktemp("offload") / "tiny-llama"
+    return saved_llama(folder, num_hidden_layers=4, tie_word_embeddings=False)
 
 
 @pytest.fixture(scope="module")

@@ -22,10 +22,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-import torch
-import transformers
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
-from tiny_models import small_tokenizer
+from tiny_models import saved_llama
 
 from geomlens.analyses.concepts.scheme_words import LABEL
 from geomlens.analyses.registry import write_report
@@ -36,23 +34,8 @@ from geomlens.reporting.claims import VERDICTS, counted
 @pytest.fixture(scope="module")
 def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 3-layer random Llama (d = 32) with a 1,024-token BBC tokenizer, saved as a folder."""
-    tok = small_tokenizer(False)
-    config = transformers.LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=48,
-        num_hidden_layers=3,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id,
-    )
-    torch.manual_seed(0)
     folder = tmp_path_factory.mktemp("tiny-llama") / "llama"
-    transformers.LlamaForCausalLM(config).save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return folder
+    return saved_llama(folder, num_hidden_layers=3, max_position_embeddings=512)
 
 
 SHAPE = ["--contexts", "16", "--batch-size", "16", "--quiet"]
