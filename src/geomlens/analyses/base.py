@@ -99,6 +99,8 @@ class AnalysisEntry:
         check: refuses a capture config its command cannot analyse, before the model loads.
         contexts_rule: when a capture grown in chunks holds contexts enough to decide its
             claims (``--contexts auto``; ``pipeline.request.ContextRule``).
+        glossary: its own metric keys -> one sentence each (the page's hover text and
+            glossary, the API tables' column descriptions).
     """
 
     name: str
@@ -119,3 +121,4 @@ class AnalysisEntry:
     stacks: Mapping[str, str] = field(default_factory=dict)
     check: Callable[[str, CaptureConfig], None] | None = None
     contexts_rule: ContextRule | None = None
+    glossary: Mapping[str, str] = field(default_factory=dict)

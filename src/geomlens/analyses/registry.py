@@ -25,7 +25,7 @@ from geomlens.capturing.capture import CaptureConfig
 from geomlens.io.progress import Step
 from geomlens.pipeline.request import RunRequest
 from geomlens.pipeline.taps import TapBuild
-from geomlens.reporting import page
+from geomlens.reporting import glossary, page
 from geomlens.reporting.claims import Claim, with_published_scores
 from geomlens.reporting.saved_figures import saved_figures
 from geomlens.reporting.section import Section
@@ -39,6 +39,9 @@ def entries(folders: tuple[str, ...] = FOLDERS) -> tuple[AnalysisEntry, ...]:
 
 ANALYSES: tuple[AnalysisEntry, ...] = entries()
 """Every analysis, in the order of the page, the headline, the figures and the claims."""
+
+for _analysis in ANALYSES:
+    glossary.extend(dict(_analysis.glossary))
 
 
 def report_lines(run: Run) -> list[str]:

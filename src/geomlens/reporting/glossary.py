@@ -165,7 +165,16 @@ GLOSSARY: dict[str, str] = {
     "normalised_vs_acc_norm": "The scheme's accuracy over the baseline's acc_norm.",
     "chance": "Accuracy of a uniform random choice.",
 }
-"""Metric key -> one sentence saying what the number is."""
+"""Metric key -> one sentence saying what the number is (the keys several analyses share;
+an analysis declares its own in its entry's ``glossary``, which the registry adds with
+``extend``)."""
+
+
+def extend(entries: dict[str, str]) -> None:
+    """Add an analysis's own metric keys; a key already described must keep its sentence."""
+    for key, text in entries.items():
+        if GLOSSARY.setdefault(key, text) != text:
+            raise ValueError(f"metric key {key!r} is described twice, differently")
 
 
 def describe(key: str) -> str | None:
