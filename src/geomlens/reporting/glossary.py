@@ -178,7 +178,13 @@ def extend(entries: dict[str, str]) -> None:
 
 
 def describe(key: str) -> str | None:
-    """The sentence for a metric key (its ``_skip_first`` variant included), or None."""
+    """The sentence for a metric key (its ``_skip_first`` variant included), or None.
+
+    >>> describe("skip_first")
+    'Whether position 0 is left out of the numbers.'
+    >>> describe("no_such_key") is None
+    True
+    """
     if key in GLOSSARY:
         return GLOSSARY[key]
     if key.endswith(SKIP_FIRST) and key.removesuffix(SKIP_FIRST) in GLOSSARY:
