@@ -145,7 +145,20 @@ def test_the_schedule_doubles_within_the_corpus():
     assert sequential.looks(128, 2225) == (128, 256, 512, 1024, 2048)
     assert sequential.looks(128, 600) == (128, 256, 512)
     assert sequential.looks(128, 100) == (100,)
+    assert sequential.looks(128, 10_000) == (128, 256, 512, 1024, 2048, 4096, 8192)
     assert sequential.level(5) == pytest.approx(0.99)
+
+
+def test_the_page_says_a_run_was_cut_short():
+    """The page's line names the budget's cut and that the verdicts are a shorter run's;
+    a run stopped at its last look names --max-contexts."""
+    record = {"looks": [128], "contexts": 128, "planned": [128, 256], "level": 0.975}
+    cut = {**record, "stopped": "budget", "cut_short": "cut short by the wall-clock safety"}
+    line = sequential.auto_contexts_reading({"decomposition": {"auto_contexts": cut}})
+    assert line is not None and "cut it short: cut short by the wall-clock safety" in line
+    last = {**record, "stopped": "last look"}
+    line = sequential.auto_contexts_reading({"decomposition": {"auto_contexts": last}})
+    assert line is not None and "(--max-contexts)" in line
 
 
 def test_a_capture_extended_by_a_chunk_is_the_capture_of_both():

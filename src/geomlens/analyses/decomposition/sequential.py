@@ -1,9 +1,11 @@
 """``--contexts auto``: how many contexts decide Song & Zhong's position claims.
 
-The capture grows in chunks along a fixed schedule of looks, C0, 2 C0, 4 C0, ... (at most
-``MAX_LOOKS``, as far as the corpus holds), and stops at the first look where every
-position claim that reads the positional estimate is decided ("reproduced" or "not
-reproduced", none "inconclusive"), or when the budget is spent (``pipeline.run``).
+The capture grows in chunks along a fixed schedule of looks, C0, 2 C0, 4 C0, ... (as far as
+the corpus holds, up to ``--max-contexts``: 2,048 by default, ``MAX_LOOKS`` looks), and stops
+at the first look where every position claim that reads the positional estimate is decided
+("reproduced" or "not reproduced", none "inconclusive"), or at the last look: a number of
+windows, never a time (the wall-clock budget only cuts a run short, saying so;
+``pipeline.auto``).
 
 Stopping at the first decided look is a look at the data that a fixed C does not take:
 with 95% intervals at each of K looks, a claim whose truth sits at its threshold would be
@@ -49,7 +51,8 @@ ALPHA = 0.05
 """The error spent over all looks together."""
 
 MAX_LOOKS = 5
-"""Looks planned at most: C0 to 16 C0 (128 to 2,048 windows by default)."""
+"""The looks of the default schedule: C0 to 16 C0 (128 to 2,048 windows, the default
+``--max-contexts``), the schedule the error spending was checked on."""
 
 SPENDING = (
     "Bonferroni over the K planned looks of a fixed doubling schedule: every look's "
@@ -58,13 +61,14 @@ SPENDING = (
 """How the error is spent, as the record names it."""
 
 
-def looks(first: int, available: int, max_looks: int = MAX_LOOKS) -> tuple[int, ...]:
-    """The schedule: ``first``, twice it, four times it, ... while the corpus holds them,
-    at most ``max_looks`` looks (one look of all it holds when that is below ``first``)."""
+def looks(first: int, available: int, max_looks: int | None = None) -> tuple[int, ...]:
+    """The schedule: ``first``, twice it, four times it, ... while ``available`` (the
+    corpus's windows, cut to ``--max-contexts``) holds them, at most ``max_looks`` looks
+    (None: no other limit); one look of all it holds when that is below ``first``."""
     if available < first:
         return (available,)
     found = [first]
-    while len(found) < max_looks and 2 * found[-1] <= available:
+    while (max_looks is None or len(found) < max_looks) and 2 * found[-1] <= available:
         found.append(2 * found[-1])
     return tuple(found)
 
@@ -247,7 +251,7 @@ class PositionClaimsRule:
     the schedule, each look's level, a look, and where the record goes."""
 
     alpha: float = ALPHA
-    max_looks: int = MAX_LOOKS
+    max_looks: int | None = None
     spending: str = SPENDING
 
     def looks(self, first: int, available: int) -> tuple[int, ...]:
@@ -303,8 +307,9 @@ def auto_contexts_reading(metrics: dict[str, Any]) -> str | None:
         return None
     why = {
         "decided": "every position claim that reads the positional estimate was decided",
-        "budget": f"the budget of {found.get('budget_minutes', 0):g} minutes was spent",
-        "last look": "the last planned look was reached",
+        "budget": "the wall-clock safety --budget cut it short: "
+        + str(found.get("cut_short") or "the verdicts are those of a shorter run"),
+        "last look": "the last planned look (--max-contexts) was reached",
         "nothing to decide": "no position claim could be measured on these windows",
     }.get(found.get("stopped"), str(found.get("stopped")))
     looks = ", ".join(str(n) for n in found.get("looks", []))
