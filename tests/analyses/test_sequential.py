@@ -201,3 +201,44 @@ def test_the_windows_of_a_look_are_the_first_of_the_next(minilm, bbc):
         )
         fixed = make_windows(bbc, minilm.tokenizer, 256, 32, seed=3, balance=balance)
         assert set(window_range(grown, 0, 256).doc_ids) == set(fixed.doc_ids)
+
+
+def random_accumulator(n: int = 64, length: int = 12, d: int = 8) -> DecompositionAccumulator:
+    """Two layers of random hidden states with interval groups (no outlier window)."""
+    torch.manual_seed(1)
+    layers = [0, 1]
+    acc = DecompositionAccumulator(layers, n, length, d, True, groups=GROUPS)
+    hidden = {layer: torch.randn(n, length, d) for layer in layers}
+    acc.update(CapturedBatch(hidden, torch.arange(n)))
+    return acc
+
+
+def test_a_look_tests_only_the_claims_still_undecided(monkeypatch):
+    """A claim an earlier look decided keeps its verdict; when only the counted claim (no
+    interval) is left, the look draws no half-samples, and its verdict is the one the
+    look with draws gives."""
+    acc = random_accumulator()
+    calls: list[int] = []
+    real = sequential.draw_numbers
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sequential, "draw_numbers", counted)
+    first = sequential.RULE.look(acc, None, None, 4, 0.99, {})
+    assert len(calls) == len(acc.layers) and "song.pos_low_rank" in first.verdicts
+    rank = first.verdicts["song.pos_low_rank"]
+    calls.clear()
+    earlier = {
+        c: "inconclusive" if c in sequential.COUNTED else "reproduced" for c in first.verdicts
+    }
+    later = sequential.RULE.look(acc, None, None, 4, 0.99, {}, earlier)
+    assert calls == []  # the counted claim alone waits: no half-samples drawn
+    assert later.verdicts == {**earlier, "song.pos_low_rank": rank}
+    assert later.undecided == ([] if rank != "inconclusive" else ["song.pos_low_rank"])
+    pending = {**earlier, "song.incoherence": "inconclusive"}
+    again = sequential.RULE.look(acc, None, None, 4, 0.99, {}, pending)
+    assert len(calls) == len(acc.layers)  # an interval claim waits: the draws are taken
+    assert again.verdicts["song.pos_low_frequency"] == "reproduced"  # kept
+    assert again.verdicts["song.incoherence"] == first.verdicts["song.incoherence"]

@@ -52,7 +52,7 @@ class NeverDecided:
     def level(self, n_looks: int) -> float:
         return 0.95
 
-    def look(self, acc, view, windows, batch_size, coverage, model) -> sequential.Look:
+    def look(self, acc, view, windows, batch_size, coverage, model, earlier=None):
         return sequential.Look(acc.n_contexts, {"x": "inconclusive"}, ["x"])
 
     def finishing(self, coverage: float) -> Any:

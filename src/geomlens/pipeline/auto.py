@@ -69,7 +69,8 @@ STOPPED = {
 CUT_SHORT = (
     "cut short by the wall-clock safety --budget ({budget:g} min) at {contexts} of the "
     "{planned} planned windows: the verdicts are those of this shorter run, not of the run "
-    "--max-contexts plans; rerun on a quieter or faster machine, or with a larger --budget"
+    "--max-contexts plans; rerun on a quieter or faster machine, or with a larger --budget "
+    "into another --out"
 )
 """What a run cut short by the budget says (stderr, the manifest, metrics.json, the page)."""
 
@@ -213,7 +214,8 @@ def chunked(
             folder.for_chunk(n).clear_checkpoint()
         look = next((t for t in progress["looks"] if t["contexts"] == n), None)
         if look is None:
-            look = _look(rule, acc, view, windows, n, config.batch_size, coverage, model)
+            before = progress["looks"][-1]["verdicts"] if progress["looks"] else None
+            look = _look(rule, acc, view, windows, n, config.batch_size, coverage, model, before)
             progress["looks"].append(look)
             save()
             undecided = ", ".join(look["undecided"]) or "none"
@@ -290,11 +292,15 @@ def _look(
     batch_size: int,
     coverage: float,
     model: dict[str, Any],
+    earlier: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The rule's look at the first ``n`` windows, as the progress keeps it."""
+    """The rule's look at the first ``n`` windows, as the progress keeps it (``earlier``:
+    the verdicts of the look before)."""
     began = time.perf_counter()
     with threadpool_limits(limits=1, user_api="blas"):
-        look = rule.look(acc, view, window_range(windows, 0, n), batch_size, coverage, model)
+        look = rule.look(
+            acc, view, window_range(windows, 0, n), batch_size, coverage, model, earlier
+        )
     return {
         "contexts": n,
         "undecided": list(look.undecided),

@@ -92,7 +92,11 @@ class ContextRule(Protocol):
         batch_size: int,
         coverage: float,
         model: dict[str, Any],
-    ) -> Look: ...
+        earlier: dict[str, str] | None = None,
+    ) -> Look:
+        """The rule's claims judged on ``acc``; ``earlier``: the verdicts of the look
+        before (a claim decided there need not be tested again)."""
+        ...
 
     def finishing(self, coverage: float) -> AbstractContextManager[None]:
         """Held around the final analysis and its claims."""

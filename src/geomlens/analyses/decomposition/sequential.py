@@ -19,8 +19,10 @@ A look computes only what those claims read, on the view without position 0 afte
 outlier windows are set aside (``outliers.set_aside``, as the analysis step does): each
 layer's noise-corrected numbers (``position_noise.corrected``) and their half-sample
 draws (the same draws of groups as ``intervals.decomposition_intervals``, the same
-resampled context parts), then the claims themselves (``claims.position_claims``). The
-full analysis runs once, after the last look. See docs/decomposition.md, "--contexts auto".
+resampled context parts), then the claims themselves (``claims.position_claims``). A
+claim decided at a look keeps its verdict (it is not tested again); when only the counted
+rank claim is left undecided (``COUNTED``), the look draws no half-samples. The full
+analysis runs once, after the last look. See docs/decomposition.md, "--contexts auto".
 """
 
 from __future__ import annotations
@@ -199,15 +201,23 @@ def look_metrics(
     return {"decomposition": {"skip_first": True, "layers": rows, "intervals": view}}
 
 
+COUNTED = frozenset({"song.pos_low_rank"})
+"""The waited-for claims that read no interval (a count of eigenvalues above the noise
+floor, with its guards): a look where only these are undecided draws no half-samples."""
+
+
 def accumulator_look(
     acc: DecompositionAccumulator,
     rerun: Callable[[list[int]], DecompositionAccumulator],
     coverage: float,
     seed: int = 0,
+    resampled: bool = True,
 ) -> dict[str, Any]:
     """``look_metrics`` of a capture: the outlier windows set aside (``rerun``: windows ->
     an accumulator of them alone), then on the view without position 0, in threads,
-    every layer's row (``compute.analyse_layer``) and its draws (``draw_numbers``)."""
+    every layer's row (``compute.analyse_layer``) and, with ``resampled``, its draws
+    (``draw_numbers``; without, no interval: the claims that read one stay
+    inconclusive)."""
     clean = outliers.set_aside(acc, rerun).clean
     draws = intervals.group_draws(clean.groups, intervals.N_DRAWS, seed)
 
@@ -217,7 +227,7 @@ def accumulator_look(
         # the analysis's own row (no labels: the topic claim is not waited for)
         found = analyse_layer(stats, None, seed, groups=groups).to_dict()
         row = {k: v for k, v in found.items() if not isinstance(v, list)}
-        if groups is None:
+        if groups is None or not resampled:
             return row, []
         resample = clean.resampler(layer, True)
         rank = row.get("pos_rank_corrected")
@@ -268,19 +278,32 @@ class PositionClaimsRule:
         batch_size: int,
         coverage: float,
         model: dict[str, Any],
+        earlier: dict[str, str] | None = None,
     ) -> Look:
         """The gated claims judged on ``acc`` (the first ``acc.n_contexts`` of
-        ``windows``), intervals at ``coverage``."""
+        ``windows``), intervals at ``coverage``; only those still undecided.
+
+        A claim an earlier look decided keeps that verdict (``earlier``: claim id ->
+        the verdict it was decided with): it is not tested again, so the error spent on
+        it stays that of the looks that tested it. When every claim still undecided is
+        one that reads no interval (``COUNTED``), the look draws no half-samples (most
+        of a look's work)."""
+        decided = {
+            k: v for k, v in (earlier or {}).items() if v in ("reproduced", "not reproduced")
+        }
 
         def rerun(rows: list[int]) -> DecompositionAccumulator:
             return capture_contexts(view, windows, acc, rows, batch_size)
 
-        metrics = accumulator_look(acc, rerun, coverage)
+        waiting = {k for k in earlier or {} if k not in decided}
+        resampled = not earlier or not waiting <= COUNTED
+        metrics = accumulator_look(acc, rerun, coverage, resampled=resampled)
         claims = gated(position_claims(metrics, model))
+        verdicts = {c.id: decided.get(c.id, c.verdict) for c in claims}
         return Look(
             acc.n_contexts,
-            {c.id: c.verdict for c in claims},
-            [c.id for c in claims if c.verdict == "inconclusive"],
+            verdicts,
+            [k for k, v in verdicts.items() if v == "inconclusive"],
         )
 
     @contextmanager
