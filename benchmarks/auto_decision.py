@@ -77,7 +77,9 @@ def decide(args: argparse.Namespace, out: Path) -> dict[str, Any]:
 
 
 def show(name: str, found: dict[str, Any], baseline: dict[str, Any] | None) -> None:
-    ratio = "" if baseline is None else f" ({found['decision_min'] / baseline['decision_min']:.2f}x)"
+    ratio = ""
+    if baseline is not None:
+        ratio = f" ({found['decision_min'] / baseline['decision_min']:.2f}x)"
     print(
         f"{name:>6}: load {found['load_before']:.1f} -> {found['load_after']:.1f}; decided in "
         f"{found['decision_min']:.2f} min{ratio}, command {found['wall_min']:.2f} min; "

@@ -323,3 +323,35 @@ def test_three_documents_stop_with_nothing_to_decide(tiny, tmp_path, capsys):
     record = json.loads((out / "metrics.json").read_text())["capture"]["auto_contexts"]
     assert record["stopped"] == "nothing to decide" and record["contexts"] == 3
     assert not set(record["verdicts"].values()) - {"not measured"}
+
+
+def test_the_final_analysis_reuses_the_last_looks_draws(tiny, tmp_path, monkeypatch):
+    """After the last look, the claims' intervals take the look's draws of the
+    noise-corrected numbers instead of drawing them again, and write the metrics.json
+    bytes of a run that draws them again."""
+    from geomlens.analyses.decomposition import intervals
+    from geomlens.analyses.decomposition import step as step_module
+    from geomlens.analyses.decomposition.command import run_decompose
+
+    docs = corpus(tmp_path, 70)
+    made = CaptureConfig(
+        model=str(tiny), corpus=str(docs), contexts=LOOKS[0], length=8, batch_size=BATCH
+    )
+    given: list[Any] = []
+    real = intervals._layer_draws
+
+    def seen(*args: Any) -> Any:
+        given.append(args[7] if len(args) > 7 else None)
+        return real(*args)
+
+    monkeypatch.setattr(intervals, "_layer_draws", seen)
+    monkeypatch.setattr(sequential, "COUNTED", frozenset())  # every look draws
+    auto = AutoContexts(AUTO_BUDGET)
+    run_decompose(made, tmp_path / "reused", auto=auto, progress=False, figures="none")
+    assert given and all(r is not None and len(r[1]) == intervals.N_DRAWS for r in given)
+    given.clear()
+    monkeypatch.setattr(step_module, "reused_draws", lambda acc, seed: {})
+    run_decompose(made, tmp_path / "drawn", auto=auto, progress=False, figures="none")
+    assert given and all(r is None for r in given)
+    metrics = (tmp_path / "reused" / "metrics.json").read_bytes()
+    assert metrics == (tmp_path / "drawn" / "metrics.json").read_bytes()

@@ -214,8 +214,8 @@ def chunked(
             folder.for_chunk(n).clear_checkpoint()
         look = next((t for t in progress["looks"] if t["contexts"] == n), None)
         if look is None:
-            before = progress["looks"][-1]["verdicts"] if progress["looks"] else None
-            look = _look(rule, acc, view, windows, n, config.batch_size, coverage, model, before)
+            earlier = progress["looks"][-1]["verdicts"] if progress["looks"] else None
+            look = _look(rule, acc, view, windows, n, config.batch_size, coverage, model, earlier)
             progress["looks"].append(look)
             save()
             undecided = ", ".join(look["undecided"]) or "none"

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -234,7 +235,36 @@ def accumulator_look(
         return row, draw_numbers(groups, rank, lambda w: resample(w)[0].ctx, draws, seed)
 
     found = map_layers(one, clean.layers)
+    if resampled:
+        remember(
+            acc,
+            seed,
+            {
+                layer: (r.get("pos_rank_corrected"), d)
+                for layer, (r, d) in zip(clean.layers, found, strict=True)
+            },
+        )
     return look_metrics([r for r, _ in found], [d for _, d in found], clean.groups, coverage)
+
+
+_LAST: list[tuple[weakref.ref[DecompositionAccumulator], int, dict[int, Any]]] = []
+"""The last look's draws of the noise-corrected numbers: (its accumulator, seed,
+{layer: (r, per-draw numbers)}); the final analysis of the same accumulator reuses them."""
+
+
+def remember(acc: DecompositionAccumulator, seed: int, draws: dict[int, Any]) -> None:
+    """Keep a look's per-layer draws (``accumulator_look``) for ``reused_draws``."""
+    _LAST[:] = [(weakref.ref(acc), seed, draws)]
+
+
+def reused_draws(acc: DecompositionAccumulator, seed: int) -> dict[int, Any]:
+    """{layer: (r, per-draw noise-corrected numbers)} of the last look when it was taken on
+    this very accumulator with this seed (the same windows, outliers and draws of groups),
+    else {}: what ``intervals.decomposition_intervals`` need not draw again."""
+    for ref, kept_seed, draws in _LAST:
+        if ref() is acc and kept_seed == seed:
+            return draws
+    return {}
 
 
 @dataclass(frozen=True)
