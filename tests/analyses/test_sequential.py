@@ -10,6 +10,7 @@ from threadpoolctl import threadpool_limits
 
 from geomlens.analyses.common import spectra
 from geomlens.analyses.decomposition import intervals, position_noise, sequential
+from geomlens.config.options import AUTO_MAX_CONTEXTS
 from geomlens.engines.merge import extend
 from geomlens.stats import CapturedBatch, DecompositionAccumulator
 
@@ -146,6 +147,8 @@ def test_the_schedule_doubles_within_the_corpus():
     assert sequential.looks(128, 600) == (128, 256, 512)
     assert sequential.looks(128, 100) == (100,)
     assert sequential.looks(128, 10_000) == (128, 256, 512, 1024, 2048, 4096, 8192)
+    # the default --max-contexts is the last of the five looks the spending was checked on
+    assert sequential.looks(128, AUTO_MAX_CONTEXTS) == sequential.looks(128, 10**6, LOOKS)
     assert sequential.level(5) == pytest.approx(0.99)
 
 

@@ -13,7 +13,7 @@ decided at some look more often than 5% of the time. The 5% is spent over the pl
 looks instead (Bonferroni): every look's intervals, and the final analysis's, are at
 ``1 - 0.05 / K``, so the chance that any look decides such a claim is at most 5% whatever
 the looks' dependence. The schedule is fixed before the capture (it depends only on C0,
-the corpus's size and ``MAX_LOOKS``), as the spending needs.
+the corpus's size and ``--max-contexts``), as the spending needs.
 
 A look computes only what those claims read, on the view without position 0 after the
 outlier windows are set aside (``outliers.set_aside``, as the analysis step does): each
