@@ -36,6 +36,7 @@ from geomlens.pipeline.auto import (
     chunked,
     chunks_recorded,
     finishing,
+    schedule,
 )
 from geomlens.pipeline.request import AutoContexts, RunRequest, identity_defaults
 from geomlens.pipeline.taps import saved_taps
@@ -121,7 +122,7 @@ def prepare(
     if auto is not None and auto.rule is not None:
         available = windows_available(corpus, view.tokenizer, config.length, config.offset)
         check_available(available, config.length)
-        looks = auto.rule.looks(config.contexts, available)
+        looks = schedule(auto.rule, auto, config.contexts, available)
     windows = make_windows(
         corpus,
         view.tokenizer,
