@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import copy
 from collections import OrderedDict
-from typing import Any
 
 from torch import nn
 
