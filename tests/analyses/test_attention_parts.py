@@ -318,3 +318,38 @@ def test_gpt2_layernorm_parts_sum_to_real_logits() -> None:
     causal = torch.ones(16, 16, dtype=torch.bool).tril()
     probs = torch.softmax(total.masked_fill(~causal, float("-inf")), -1)
     torch.testing.assert_close(probs, _hf_probs(view, ids, 1), atol=2e-5, rtol=1e-4)
+
+
+def test_qk_basis_equals_the_dense_w_qk_without_forming_it() -> None:
+    """The positional-basis W_QK and its share, computed from the factors (no [H, d, d]
+    product, no [d, d] gain), equal the dense formula G W_Q W_K^T G^T with LayerNorm's
+    centring written as a matrix (tiny random GPT-2, gains off 1)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from geomlens.analyses.attention.qk_basis import positional_basis
+    from geomlens.models.families.gpt2 import GPT2
+
+    config = GPT2Config(vocab_size=50, n_positions=16, n_embd=32, n_layer=2, n_head=4)
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel._from_config(config, attn_implementation="eager").eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.ndim == 1:
+                p.add_(0.2 * torch.randn_like(p))
+    view = GPT2.build(model.requires_grad_(False), None, "tiny", "memory")
+    ids = torch.randint(0, 50, (6, 16), generator=torch.Generator().manual_seed(1))
+    acc = DecompositionAccumulator([1], 6, 16, 32, second_moment=False)
+    acc.update(CapturedBatch(hidden=hidden_states(view, ids, [1]), context_index=torch.arange(6)))
+    stats = acc.finalize(1)
+    basis = qk_positional_basis(view, 1, stats, k=4, whole_matrix=False)
+
+    block = view.blocks[1]
+    w, gain = block.heads(), block.attn_input_norm.weight.double()
+    G = (torch.eye(32, dtype=torch.float64) - 1.0 / 32) @ torch.diag(gain)
+    dense = (G @ w.W_Q.double()) @ (G @ w.W_K.double()).transpose(1, 2)  # [H, d, d]
+    U = torch.as_tensor(positional_basis(stats, 4)[0])
+    for head in basis.heads:
+        want = U.T @ dense[head.head] @ U
+        np.testing.assert_allclose(head.matrix, want.numpy(), rtol=1e-9, atol=1e-12)
+        share = float(torch.linalg.norm(want) / torch.linalg.norm(dense[head.head]))
+        assert head.share_in_basis == pytest.approx(share, rel=1e-9)

@@ -308,12 +308,12 @@ def head_qk_factors(
     elif rotary_offset:
         raise GeomlensError("rotary_offset applies to rotary models only")
     norm = block.attn_input_norm
-    if norm is not None:
-        G = torch.diag(norm.weight.double().cpu())
-        if norm.kind == "layernorm":
-            d = view.d_model
-            G = (torch.eye(d, dtype=torch.float64) - 1.0 / d) @ G
-        W_Q, W_K = G @ W_Q, G @ W_K
+    if norm is not None:  # G W = gain * W row-wise, centred: never a [d, d] G
+        gain = norm.weight.double().cpu()[:, None]
+        W_Q, W_K = gain * W_Q, gain * W_K
+        if norm.kind == "layernorm":  # (I - 1 1^T / d) G W
+            W_Q = W_Q - W_Q.mean(dim=-2, keepdim=True)
+            W_K = W_K - W_K.mean(dim=-2, keepdim=True)
     return W_Q, W_K
 
 
@@ -355,15 +355,17 @@ def qk_positional_basis(
     U, sv = positional_basis(stats, k)
     Ut = torch.as_tensor(U)
     W_Q, W_K = head_qk_factors(view, layer, rotary_offset)
-    qk = W_Q @ W_K.transpose(1, 2)
     chosen = list(range(view.n_heads) if heads is None else heads)
-    matrices = np.stack([(Ut.T @ qk[h] @ Ut).numpy() for h in chosen])
+    # U^T (W_Q W_K^T) U = (U^T W_Q)(U^T W_K)^T: no head's [d, d] W_QK is formed (all heads'
+    # at once would be 8 H d^2 bytes: 4.3 GB per layer at Llama-3.1-8B's d, 34 GB at 70B's)
+    q_in, k_in = Ut.T @ W_Q, Ut.T @ W_K  # [H, k, d_head]
+    matrices = np.stack([(q_in[h] @ k_in[h].T).numpy() for h in chosen])
     gaussians = np.stack([np.random.default_rng(seed + h).standard_normal((k, k)) for h in chosen])
     fits = fit_low_rank_diagonal_many(np.concatenate([matrices, gaussians]), rank, iterations)
     results = []
     for i, h in enumerate(chosen):
-        total = float(torch.linalg.norm(qk[h]))
         factors = Factored(W_Q[h].numpy(), W_K[h].numpy())
+        total = float(np.sqrt(max(factors.norm2(), 0.0)))  # ||W_Q W_K^T||_F
         whole = whole_qk(factors, U, rank, seed + h) if whole_matrix else None
         results.append(
             HeadQK(
