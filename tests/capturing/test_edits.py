@@ -115,8 +115,8 @@ def test_edits_that_do_not_fit_are_refused_in_one_sentence(gpt2, minilm):  # noq
         pass
     with pytest.raises(EditError, match="wide"), editing(gpt2, [subtract(torch.zeros(5), [1])]):
         pass
-    with pytest.raises(EditError, match="no decoder"):
-        with editing(minilm, [subtract(torch.zeros(384), [1], stack="decoder")]):
-            pass
+    decoder = [subtract(torch.zeros(384), [1], stack="decoder")]
+    with pytest.raises(EditError, match="no decoder"), editing(minilm, decoder):
+        pass
     with pytest.raises(EditError, match="exactly one"):
         set_coordinates((), 0.0, [1])

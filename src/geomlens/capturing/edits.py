@@ -7,9 +7,10 @@ Hidden-state layer 0 is the input of block 0 (edited by a pre-hook on block 0); 
 l >= 1 is the output of block l-1 (edited by a forward hook on that block, which returns the
 changed output). The blocks after it read the changed stream through the model's own
 forward: nothing of the forward is rewritten. ``editing(view, edits)`` puts the hooks on
-while open (its hooks run before any other on the block, so Hugging Face's own
-``output_hidden_states`` records the edited stream); the stack is the view's main one (a decoder, an encoder, or an
-encoder-decoder's encoder) or, with ``stack="decoder"``, an encoder-decoder's decoder.
+while open; they run before any other hook on the block, so Hugging Face's own
+``output_hidden_states`` records the edited stream. The stack is the view's main one (a
+decoder, an encoder, or an encoder-decoder's encoder) or, with ``stack="decoder"``, an
+encoder-decoder's decoder.
 """
 
 from __future__ import annotations
