@@ -21,6 +21,8 @@ and for the neighbour attention (|q - k| in 1..4), paired by window.
 
 from __future__ import annotations
 
+import functools
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -82,7 +84,9 @@ def geometry(
             n = stats.n_contexts * len(stats.positions)
             cov = dirs.covariance(stats.second_moment, stats.mean, n)
         else:  # no second moments kept: the parts' own covariances
-            cov = stats.pos.T @ stats.pos / len(stats.pos) + stats.ctx.T @ stats.ctx / len(stats.ctx)
+            cov = stats.pos.T @ stats.pos / len(stats.pos) + stats.ctx.T @ stats.ctx / len(
+                stats.ctx
+            )
         means = acc.pos_sum[acc.layer_index(layer)].double().cpu().numpy() / acc.n_contexts
         found.append(
             LayerGeometry(
@@ -189,14 +193,11 @@ def final_norm_plan(view: ModelView, draws: int, seed: int) -> Plan:
     }
     for i in range(draws):
         order = torch.from_numpy(rng.permutation(view.d_model))
-        readouts[f"control_{i}"] = lambda h, o=order: readout_logits(view, h, "shuffled", o)
+        readouts[f"control_{i}"] = functools.partial(
+            readout_logits, view, readout="shuffled", order=order
+        )
     detail = {"bias": norm.bias is not None, "kind": norm.kind}
     return Plan({"final_norm": []}, [], detail, readouts)
-
-
-def paired_effect(after: Array, before: Array) -> float:
-    """The mean over windows of (after - before)."""
-    return float(np.mean(np.asarray(after) - np.asarray(before)))
 
 
 def ari(m: Measured, labels: npt.NDArray[np.int64], seed: int) -> float | None:
@@ -230,7 +231,9 @@ def run_checks(
     batch_size: int = 8,
 ) -> dict[str, Any]:
     """Every chosen check on the held-out windows ``ids`` [W, T] (labels [W]): the
-    unedited model's numbers, and each arm's and control's effects per window."""
+    unedited model's numbers, and each arm's and control's effects per window, with each
+    check's seconds (the smoothness check shares the positional check's controls: run
+    after it, its seconds are its own arms')."""
 
     def run(edits: Sequence[Edit]) -> Measured:
         return measure(view, ids, edits, batch_size=batch_size, seed=seed)
@@ -248,7 +251,9 @@ def run_checks(
         elif check == "final_norm":
             plans["final_norm"] = final_norm_plan(view, draws, seed)
             readouts = plans["final_norm"].readouts
+    started = time.perf_counter()
     base = measure(view, ids, (), batch_size=batch_size, seed=seed, readouts=readouts)
+    base_seconds = time.perf_counter() - started
     base_ari = ari(base, labels, seed) if "context" in checks else None
 
     def against(m: Measured, loss: Array | None = None) -> ArmResult:
@@ -263,6 +268,7 @@ def run_checks(
     results: dict[str, Any] = {}
     done: dict[str, list[ArmResult]] = {}
     for check in checks:
+        started = time.perf_counter()
         plan = plans["positional" if check in ("positional", "smoothness") else check]
         arms = ARMS[check]
         if check == "final_norm":
@@ -292,8 +298,9 @@ def run_checks(
             "detail": plan.detail,
             "arms": {a: against(run(plan.arms[a])) for a in arms},
             "controls": controls,
+            "seconds": time.perf_counter() - started,
         }
-    return {"base": base, "base_ari": base_ari, "checks": results}
+    return {"base": base, "base_ari": base_ari, "checks": results, "base_seconds": base_seconds}
 
 
 def _minus(a: float | None, b: float) -> float | None:

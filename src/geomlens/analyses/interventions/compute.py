@@ -85,9 +85,14 @@ def check_record(result: dict[str, Any], seed: int) -> dict[str, Any]:
     spread, and whether each arm's loss, neighbour-attention and ARI effects beat the
     controls (rising loss, falling neighbour attention, falling ARI)."""
     if "arms" not in result:
-        return {"reason": result["reason"], **({"detail": result["detail"]} if "detail" in result else {})}
+        return {
+            "reason": result["reason"],
+            **({"detail": result["detail"]} if "detail" in result else {}),
+        }
     controls: list[ArmResult] = result["controls"]
     out: dict[str, Any] = {"detail": result.get("detail", {}), "n_controls": len(controls)}
+    if "seconds" in result:
+        out["seconds"] = sig(result["seconds"], 3)
     out["controls"] = controls_record(controls) if controls else None
     arms = {}
     for name, arm in result["arms"].items():
@@ -96,7 +101,9 @@ def check_record(result: dict[str, Any], seed: int) -> dict[str, Any]:
             loss_c = np.array([c.loss.mean() for c in controls])
             near_c = np.array([c.neighbour.mean() for c in controls])
             rec["loss_beats_controls"] = beats_controls(float(arm.loss.mean()), loss_c, +1)
-            rec["neighbour_beats_controls"] = beats_controls(float(arm.neighbour.mean()), near_c, -1)
+            rec["neighbour_beats_controls"] = beats_controls(
+                float(arm.neighbour.mean()), near_c, -1
+            )
             aris = [c.ari for c in controls if c.ari is not None]
             if arm.ari is not None and aris:
                 rec["ari_beats_controls"] = beats_controls(arm.ari, np.array(aris), -1)

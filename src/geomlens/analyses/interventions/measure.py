@@ -148,9 +148,9 @@ def measure(
             f"{view.name} is an encoder-decoder; the interventions measure decoders and encoders."
         )
     causal = not view.is_encoder
-    masked_all = None
+    masked_all, targets, inputs = None, ids, ids
     if not causal:
-        ids, masked_all = masked_inputs(view, ids, seed)
+        inputs, masked_all = masked_inputs(view, ids, seed)
     bins, queries = offset_masks(ids.shape[1], causal)
     last = view.n_layers
     losses, attention, logp_sum, contexts = [], [], None, []
@@ -158,7 +158,8 @@ def measure(
     kwargs = base_kwargs(view)
     with eager_attention(view), editing(view, edits), torch.inference_mode():
         for at in range(0, len(ids), batch_size):
-            part = ids[at : at + batch_size].to(view.device)
+            part = inputs[at : at + batch_size].to(view.device)
+            target = targets[at : at + batch_size]
             with recording(view, [last], stop=False) as rec:
                 out = view.base(input_ids=part, output_attentions=True, **kwargs)
             attn = getattr(out, "attentions", None)
@@ -169,9 +170,9 @@ def measure(
             contexts.append(h.double().mean(1).cpu())
             logits = readout_logits(view, h, readout).cpu()
             masked = None if masked_all is None else masked_all[at : at + batch_size]
-            losses.append(_loss(logits, part.cpu(), masked))
+            losses.append(_loss(logits, target, masked))
             for name, read in (readouts or {}).items():
-                others[name].append(_loss(read(h).cpu(), part.cpu(), masked))
+                others[name].append(_loss(read(h).cpu(), target, masked))
             logp = torch.log_softmax(logits.double(), -1).sum((0, 1))
             logp_sum = logp if logp_sum is None else logp_sum + logp
     assert logp_sum is not None
