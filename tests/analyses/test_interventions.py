@@ -159,7 +159,9 @@ def test_a_planted_direction_is_caught_against_random_controls(gpt2):  # noqa: F
         geo.append(
             LayerGeometry(layer, pos, h[:8] - h.mean(0), cov, hs[layer].double().mean(0).numpy())
         )
-    result = run_checks(gpt2, ids, np.arange(8) % 2, geo, checks=("positional", "final_norm"), draws=4)
+    result = run_checks(
+        gpt2, ids, np.arange(8) % 2, geo, checks=("positional", "final_norm"), draws=4
+    )
     record = check_record(result["checks"]["positional"], seed=0)
     arm = record["arms"]["positional"]
     assert record["n_controls"] == 4 and len(record["controls"]["loss"]["draws"]) == 4

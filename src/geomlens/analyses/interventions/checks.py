@@ -220,6 +220,24 @@ class ArmResult:
     top_kept: int | None = None
 
 
+def make_plans(
+    view: ModelView, geo: list[LayerGeometry], checks: Sequence[str], draws: int, seed: int
+) -> dict[str, Plan]:
+    """The plan of each chosen check (the smoothness check's is the positional plan)."""
+    plans: dict[str, Plan] = {}
+    for check in checks:
+        if check in ("positional", "smoothness"):
+            if "positional" not in plans:
+                plans["positional"] = positional_plan(geo, draws, seed)
+        elif check == "context":
+            plans["context"] = context_plan(geo, draws, seed)
+        elif check == "massive":
+            plans["massive"] = massive_plan(geo, view.d_model, draws, seed)
+        elif check == "final_norm":
+            plans["final_norm"] = final_norm_plan(view, draws, seed)
+    return plans
+
+
 def run_checks(
     view: ModelView,
     ids: torch.Tensor,
@@ -238,19 +256,8 @@ def run_checks(
     def run(edits: Sequence[Edit]) -> Measured:
         return measure(view, ids, edits, batch_size=batch_size, seed=seed)
 
-    readouts: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {}
-    plans: dict[str, Plan] = {}
-    for check in checks:
-        if check == "positional" or check == "smoothness":
-            if "positional" not in plans:
-                plans["positional"] = positional_plan(geo, draws, seed)
-        elif check == "context":
-            plans["context"] = context_plan(geo, draws, seed)
-        elif check == "massive":
-            plans["massive"] = massive_plan(geo, view.d_model, draws, seed)
-        elif check == "final_norm":
-            plans["final_norm"] = final_norm_plan(view, draws, seed)
-            readouts = plans["final_norm"].readouts
+    plans = make_plans(view, geo, checks, draws, seed)
+    readouts = plans["final_norm"].readouts if "final_norm" in plans else {}
     started = time.perf_counter()
     base = measure(view, ids, (), batch_size=batch_size, seed=seed, readouts=readouts)
     base_seconds = time.perf_counter() - started
