@@ -292,6 +292,7 @@ def run_checks(
                     ArmResult(base.readout_loss[f"control_{i}"] - base.loss, zero)
                     for i in range(draws)
                 ],
+                "seconds": time.perf_counter() - started,  # its readouts ride on the base pass
             }
             continue
         if not all(plan.arms.get(a) for a in arms):
