@@ -18,16 +18,16 @@ ENTRY = AnalysisEntry(
     summary=intervene_lines,
     claims=intervention_claims,
     glossary={
-        "held_out": "windows measured after each edit, from documents the estimation "
-        "windows do not hold",
-        "n_controls": "random control draws per check",
-        "neighbour": "attention mass at |q - k| from 1 to 4, mean over layers and heads",
-        "attention_bins": "attention mass at |q - k| = 0, 1, 2-4 and 5 or more",
-        "loss_beats_controls": "the edit's loss rise is over the controls' 95th percentile "
-        "and at least twice their median",
-        "neighbour_beats_controls": "the edit's neighbour-attention fall is beyond the "
-        "controls' 5th percentile and at least twice their median's size",
-        "top_tokens_kept": "of the unedited readout's 10 top tokens, how many the edited "
-        "readout keeps",
+        "held_out": "Windows measured after each edit, from documents the estimation "
+        "windows do not hold.",
+        "n_controls": "Random control draws per check.",
+        "neighbour": "Attention mass at |q - k| from 1 to 4, mean over layers and heads.",
+        "attention_bins": "Attention mass at |q - k| = 0, 1, 2-4 and 5 or more.",
+        "loss_beats_controls": "Whether the edit's loss rise is over the controls' 95th "
+        "percentile and at least twice their median.",
+        "neighbour_beats_controls": "Whether the edit's neighbour-attention fall is beyond "
+        "the controls' 5th percentile and at least twice their median's size.",
+        "top_tokens_kept": "Of the unedited readout's 10 top tokens, how many the edited "
+        "readout keeps.",
     },
 )
