@@ -91,6 +91,7 @@ def _section(effect: float, low: float, high: float, held: int = 16, n: int = 8)
         "interventions": {
             "held_out": held,
             "trained_head": True,
+            "base": {"loss": {"value": 3.0}},
             "checks": {"positional": positional},
         }
     }
@@ -116,4 +117,9 @@ def test_the_rule_reproduces_a_clear_effect_and_guards_a_covered_or_thin_one():
     untrained = _section(0.6, 0.5, 0.7)
     untrained["interventions"]["trained_head"] = False
     assert _verdict(untrained, "interventions.positional_loss").verdict.startswith("not applicable")
+    saturated = _section(0.6, 0.5, 0.7)
+    controls = saturated["interventions"]["checks"]["positional"]["controls"]
+    controls["loss"] = {**controls["loss"], "median": 4.0}
+    broken = _verdict(saturated, "interventions.positional_neighbour")
+    assert broken.verdict == "inconclusive" and broken.guard == "saturated"
     assert intervention_claims({}, {}) == []

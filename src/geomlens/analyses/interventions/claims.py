@@ -4,8 +4,9 @@ residual stream against random edits of the same size.
 Rule (every claim but the final norm's): the edit's effect, in the claim's direction, is
 beyond the 95th percentile of the control draws' effects and at least twice their median's
 size (``schema.control_threshold``). Guards: too few held-out windows, too few control
-draws, and the effect's 95% interval over windows holding the threshold (the controls'
-spread covers the effect).
+draws, controls that alone more than double the loss (saturated: any edit of that size
+breaks the model), and the effect's 95% interval over windows holding the threshold (the
+controls' spread covers the effect).
 """
 
 from __future__ import annotations
@@ -50,7 +51,22 @@ def _guards(found: dict[str, Any], record: dict[str, Any]) -> list[Guard | None]
         if n < MIN_CONTROLS
         else None
     )
-    return [few, draws]
+    return [few, draws, _saturated(found, record)]
+
+
+def _saturated(found: dict[str, Any], record: dict[str, Any]) -> Guard | None:
+    """The controls alone break the model: their median loss rise exceeds the unedited
+    loss itself, so any edit of that size saturates and none can stand out."""
+    base = ((found.get("base") or {}).get("loss") or {}).get("value")
+    spread = (record.get("controls") or {}).get("loss")
+    if base is None or spread is None or spread["median"] <= base:
+        return None
+    return Guard(
+        "saturated",
+        f"the random controls alone raise the loss by {spread['median']:.3g} nats (the "
+        f"unedited loss is {base:.3g}): edits of this size break the model whichever "
+        "directions they take",
+    )
 
 
 def _against_controls(
