@@ -21,6 +21,7 @@ from geomlens.analyses.attention import section as attention
 from geomlens.analyses.base import AnalysisEntry
 from geomlens.analyses.concepts import section as concepts
 from geomlens.analyses.decomposition import section as decomposition
+from geomlens.analyses.interventions import section as interventions
 from geomlens.analyses.result import open_result
 from geomlens.analyses.sphere import section as sphere
 from geomlens.analyses.walk import section as walk
@@ -34,6 +35,7 @@ OLD_COMMAND_SECTIONS = {
     "decompose": ("capture", "decomposition", "attention", "induction"),
     "sphere": ("capture", "sphere"),
     "walk": ("capture", "walk"),
+    "intervene": ("capture", "interventions"),
 }
 OLD_STAGE_SECTIONS = {
     "decomposition": ("decomposition",),
@@ -58,6 +60,7 @@ OLD_PAGE = (
     attention.SECTION,
     sphere.SECTION,
     walk.SECTION,
+    interventions.SECTION,
     concepts.SECTION,
     overview.RUN,
 )
@@ -100,7 +103,15 @@ def test_every_command_that_returns_a_result_has_its_summary() -> None:
     ]
     summaries = registry.command_summaries()
     assert sorted(returning) == sorted(summaries)
-    assert list(summaries) == ["capture", "decompose", "sphere", "walk", "concepts", "report"]
+    assert list(summaries) == [
+        "capture",
+        "decompose",
+        "sphere",
+        "walk",
+        "intervene",
+        "concepts",
+        "report",
+    ]
     for name, lines in summaries.items():
         assert callable(lines), name
     for entry in registry.ANALYSES:  # every stage, summary and tap count is a callable
@@ -115,11 +126,19 @@ def test_the_claims_come_in_the_registrys_order() -> None:
     from geomlens.analyses.attention.claims import attention_claims
     from geomlens.analyses.concepts.claims import concept_claims
     from geomlens.analyses.decomposition.claims import position_claims
+    from geomlens.analyses.interventions.claims import intervention_claims
     from geomlens.analyses.sphere.claims import sphere_claims
     from geomlens.analyses.walk.claims import walk_claims
 
     feeds = [a.claims for a in registry.ANALYSES if a.claims is not None]
-    assert feeds == [position_claims, attention_claims, sphere_claims, walk_claims, concept_claims]
+    assert feeds == [
+        position_claims,
+        attention_claims,
+        sphere_claims,
+        walk_claims,
+        intervention_claims,
+        concept_claims,
+    ]
 
 
 # ------------------------------------------------------------------ a planted toy analysis

@@ -13,6 +13,7 @@ FOLDERS: tuple[str, ...] = (
     "attention",
     "sphere",
     "walk",
+    "interventions",
     "concepts",
     "arithmetic",
 )
