@@ -75,10 +75,12 @@ class MassiveTap(HiddenTap):
     def _layer(self, layer: int, a: torch.Tensor, rows: torch.Tensor) -> None:
         b, t, d = a.shape
         self.hist[layer] += histogram.counts(a)
-        best, at = a.reshape(b * t, d).max(0)
-        better = best.double() > self.dim_max[layer]
-        self.dim_max[layer] = torch.where(better, best.double(), self.dim_max[layer])
+        flat = a.reshape(b * t, d)
+        best = flat.amax(0)
+        at = (flat == best).int().argmax(0)  # the first (window, position) of a tie
         where = torch.stack([rows[at // t], at % t], -1)
+        better = _beats(best.double(), where, self.dim_max[layer], self.dim_where[layer])
+        self.dim_max[layer] = torch.where(better, best.double(), self.dim_max[layer])
         self.dim_where[layer] = torch.where(better[:, None], where, self.dim_where[layer])
         self._merge_top(self.top, self.top_where, layer, *_largest(a, rows, 0))
         if t > 1:
@@ -95,7 +97,7 @@ class MassiveTap(HiddenTap):
     ) -> None:
         both = torch.cat([top[layer], vals])
         both_at = torch.cat([where[layer], at])
-        keep = torch.argsort(both, descending=True, stable=True)[:TOP]
+        keep = _order(both, both_at)[:TOP]
         top[layer], where[layer] = both[keep], both_at[keep]
 
     def merge(self, other: MassiveTap) -> MassiveTap:
@@ -103,7 +105,7 @@ class MassiveTap(HiddenTap):
         if (other.n_layers, other.d) != (self.n_layers, self.d):
             raise GeomlensError("cannot merge massive-activation statistics of another model.")
         self.hist += other.hist
-        better = other.dim_max > self.dim_max
+        better = _beats(other.dim_max, other.dim_where, self.dim_max, self.dim_where)
         self.dim_max = torch.where(better, other.dim_max, self.dim_max)
         self.dim_where = torch.where(better[..., None], other.dim_where, self.dim_where)
         for layer in range(self.n_layers):
@@ -140,13 +142,34 @@ class MassiveTap(HiddenTap):
             setattr(self, name, state[name].clone())
 
 
+def _beats(
+    value: torch.Tensor, where: torch.Tensor, old: torch.Tensor, old_where: torch.Tensor
+) -> torch.Tensor:
+    """Where (value, its place) comes before (old, its place): larger, or equal at an
+    earlier (window, position), so that ties resolve the same in any order of batches."""
+    earlier = (where[..., 0] < old_where[..., 0]) | (
+        (where[..., 0] == old_where[..., 0]) & (where[..., 1] < old_where[..., 1])
+    )
+    return (value > old) | ((value == old) & earlier)
+
+
+def _order(vals: torch.Tensor, where: torch.Tensor) -> torch.Tensor:
+    """Indices of entries by value (largest first), ties by (window, position, dim)."""
+    keys = np.lexsort(
+        (where[:, 2].numpy(), where[:, 1].numpy(), where[:, 0].numpy(), -vals.numpy())
+    )
+    return torch.from_numpy(keys)
+
+
 def _largest(a: torch.Tensor, rows: torch.Tensor, first: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The ``TOP`` largest entries of ``a`` [B, T, d] (its positions counted from
-    ``first``) and their (window, position, dimension) [k, 3]."""
+    ``first``) and their (window, position, dimension) [k, 3], ties included up to
+    ``4 * TOP`` candidates and ordered by place (``_order``)."""
     b, t, d = a.shape
-    vals, flat = a.reshape(-1).topk(min(TOP, a.numel()))
+    vals, flat = a.reshape(-1).topk(min(4 * TOP, a.numel()))
     where = torch.stack([rows[flat // (t * d)], (flat // d) % t + first, flat % d], -1)
-    return vals.double(), where
+    keep = _order(vals.double(), where)[:TOP]
+    return vals.double()[keep], where[keep]
 
 
 @dataclass(frozen=True)
