@@ -35,9 +35,9 @@ def anisotropy_claims(metrics: dict[str, Any], model: dict[str, Any]) -> list[Cl
             "timkey.rogue_dims",
             "One to three dimensions dominate the expected cosine similarity of random token pairs",
             TIMKEY,
-            f"median over layers (after the embeddings) of the 3 largest CC_i's share of "
-            f"E[cos] >= {DOMINATE:g}",
-            text(share, ".2f", low=low, high=high),
+            f"median over layers (after the embeddings, E[cos] >= 0.05) of the 3 largest "
+            f"CC_i's share of E[cos] >= {DOMINATE:g}",
+            f"{text(share, '.2f', low=low, high=high)} ({found.get('layers_judged')} layers)",
             "",
             share,
             low,
@@ -49,7 +49,7 @@ def anisotropy_claims(metrics: dict[str, Any], model: dict[str, Any]) -> list[Cl
             threshold_source="geomlens's reading of 'dominate': more than half",
         ),
         True,
-        "no layer measured",
+        "no layer after the embeddings with E[cos] >= 0.05",
     )
     ratio = found.get("standardised_ratio_median")
     standard = judge(
@@ -59,7 +59,7 @@ def anisotropy_claims(metrics: dict[str, Any], model: dict[str, Any]) -> list[Cl
             TIMKEY,
             f"median over layers with E[cos] >= 0.05 of standardised E[cos] / E[cos] "
             f"<= {REMOVED:g}",
-            f"{text(ratio, '.2f')} ({found.get('standardised_ratio_layers')} layers)",
+            f"{text(ratio, '.2f')} ({found.get('layers_judged')} layers)",
             "",
             ratio,
             threshold=REMOVED,

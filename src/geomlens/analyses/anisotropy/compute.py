@@ -86,20 +86,20 @@ class AnisotropyTap(HiddenTap):
         keys = sample_keys(rows, t)
         take = self._sampled(keys, rows, t)
         for layer, hidden in batch.hidden.items():
-            h = hidden.detach().double().cpu()
+            h = hidden.detach().float().cpu()
             unit = h / h.norm(dim=-1, keepdim=True).clamp_min(1e-30)
-            per_window = unit.sum(1)  # [B, d]
+            per_window = unit.sum(1, dtype=torch.float64)  # [B, d]
             self.unit_sum[:, layer].index_add_(0, groups, per_window)
             self.window_sq[:, layer].index_add_(0, groups, per_window**2)
             n_w = torch.full((b,), float(t), dtype=torch.float64)
             self.tokens[:, layer].index_add_(0, groups, n_w)
             self.tokens_sq[:, layer].index_add_(0, groups, n_w**2)
             flat = h.reshape(b * t, -1)
-            self.total[layer] += flat.sum(0)
-            self.total_sq[layer] += (flat**2).sum(0)
+            self.total[layer] += flat.sum(0, dtype=torch.float64)
+            self.total_sq[layer] += (flat * flat).sum(0, dtype=torch.float64)
             if take is not None:
                 keep, new = take
-                self.sample[layer] = torch.cat([self.sample[layer], flat[new].float()])[keep]
+                self.sample[layer] = torch.cat([self.sample[layer], flat[new]])[keep]
 
     def _sampled(
         self, keys: torch.Tensor, rows: torch.Tensor, t: int
@@ -239,23 +239,26 @@ def share_interval(
     tap: AnisotropyTap, layers: list[int], draws: int = 400, seed: int = 0
 ) -> tuple[float, float] | None:
     """95% bootstrap interval over the groups of windows of the median over ``layers`` of
-    the top-3 dimensions' share of E[cos] (None with under two groups filled)."""
+    the top-3 dimensions' share of E[cos] (None with under two groups filled).
+
+    A group drawn c times enters with weight c in the unit sums and c^2 in the within-window
+    sums, so that a window is never paired with its own copy."""
     filled = np.nonzero(tap.tokens[:, layers[0]].numpy() > 0)[0] if layers else []
     if len(filled) < 2:
         return None
     rng = np.random.default_rng(seed)
-    s, w = tap.unit_sum.numpy(), tap.window_sq.numpy()
-    n, m = tap.tokens.numpy(), tap.tokens_sq.numpy()
+    s, w = tap.unit_sum.numpy()[filled], tap.window_sq.numpy()[filled]
+    n, m = tap.tokens.numpy()[filled], tap.tokens_sq.numpy()[filled]
     medians = []
     for _ in range(draws):
-        pick = filled[rng.integers(0, len(filled), len(filled))]
+        c = np.bincount(rng.integers(0, len(filled), len(filled)), minlength=len(filled))
         shares = []
         for layer in layers:
             cc = contributions(
-                s[pick, layer].sum(0),
-                w[pick, layer].sum(0),
-                n[pick, layer].sum(),
-                m[pick, layer].sum(),
+                c @ s[:, layer],
+                (c**2) @ w[:, layer],
+                float(c @ n[:, layer]),
+                float((c**2) @ m[:, layer]),
             )
             cos = cc.sum()
             shares.append(np.sort(cc)[-3:].sum() / cos if cos else np.nan)

@@ -25,8 +25,8 @@ from geomlens.stats import DecompositionAccumulator
 from geomlens.stats.rounding import sig
 
 MIN_COSINE = 0.05
-"""Layers whose E[cos] is under this are left out of the standardised ratio (a ratio of
-two numbers near 0 says nothing)."""
+"""Layers whose E[cos] is under this are left out of the claims' medians (a share of, or a
+ratio to, a number near 0 says nothing)."""
 
 
 def layer_record(r: LayerResult) -> dict[str, Any]:
@@ -45,10 +45,12 @@ def layer_record(r: LayerResult) -> dict[str, Any]:
 def anisotropy_metrics(tap: AnisotropyTap) -> dict[str, Any]:
     """The "anisotropy" section of metrics.json."""
     rows = layer_results(tap)
-    inner = [r for r in rows if r.layer > 0] or rows  # the embedding output left out
-    shares = [r.top3_share for r in inner if np.isfinite(r.top3_share)]
+    # the embedding output left out, and layers whose E[cos] is near 0 (a share of it, or
+    # a ratio to it, says nothing there)
+    inner = [r for r in rows if r.layer > 0 and r.cosine >= MIN_COSINE]
+    shares = [r.top3_share for r in inner]
     ci = share_interval(tap, [r.layer for r in inner])
-    ratios = [r.standardised / r.cosine for r in inner if r.cosine >= MIN_COSINE]
+    ratios = [r.standardised / r.cosine for r in inner]
     return {
         "pairs": "every ordered pair of tokens from different windows (exact streamed sums)",
         "standardised_on": f"a fixed sample of {int(np.isfinite(tap.keys.numpy()).sum())} "
@@ -58,7 +60,7 @@ def anisotropy_metrics(tap: AnisotropyTap) -> dict[str, Any]:
         "top3_share_low": None if ci is None else sig(ci[0]),
         "top3_share_high": None if ci is None else sig(ci[1]),
         "standardised_ratio_median": None if not ratios else sig(float(np.median(ratios))),
-        "standardised_ratio_layers": len(ratios),
+        "layers_judged": len(inner),
     }
 
 

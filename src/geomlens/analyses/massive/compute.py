@@ -3,7 +3,7 @@
 ``MassiveTap`` (a ``capturing.taps.HiddenTap``) is fed every captured batch's hidden states
 and keeps, per hidden-state layer, a state that does not grow with the corpus:
 
-- a histogram of log10 |h[t, i]| over every coordinate (``histogram``): the median |h|;
+- a histogram of log2 |h[t, i]| over every coordinate (``histogram``): the median |h|;
 - each feature dimension's largest |h| and the (window, position) holding it;
 - the ``TOP`` largest |h[t, i]| of the layer with their (window, position, dimension), over
   every position and over the positions after the first (a second massive activation, as
@@ -82,14 +82,14 @@ class MassiveTap(HiddenTap):
         better = _beats(best.double(), where, self.dim_max[layer], self.dim_where[layer])
         self.dim_max[layer] = torch.where(better, best.double(), self.dim_max[layer])
         self.dim_where[layer] = torch.where(better[:, None], where, self.dim_where[layer])
-        self._merge_top(self.top, self.top_where, layer, *_largest(a, rows, 0))
+        token_max = flat.amax(1).reshape(b, t)  # [B, T]
+        self._merge_top(self.top, self.top_where, layer, *_largest(a, token_max, rows, 0))
         if t > 1:
-            self._merge_top(self.rest, self.rest_where, layer, *_largest(a[:, 1:], rows, 1))
+            rest = _largest(a[:, 1:], token_max[:, 1:], rows, 1)
+            self._merge_top(self.rest, self.rest_where, layer, *rest)
         k = min(3, t * d)
-        per_window = a.reshape(b, t * d).topk(k, dim=1).values.double()
-        groups = rows % GROUPS
-        self.win_top[:, layer, :k].index_add_(0, groups, per_window)
-        self.win_n[:, layer].index_add_(0, groups, torch.ones(b, dtype=torch.float64))
+        self.win_top[:, layer, :k].index_add_(0, rows % GROUPS, _window_top(a, token_max, k))
+        self.win_n[:, layer].index_add_(0, rows % GROUPS, torch.ones(b, dtype=torch.float64))
 
     @staticmethod
     def _merge_top(
@@ -161,15 +161,30 @@ def _order(vals: torch.Tensor, where: torch.Tensor) -> torch.Tensor:
     return torch.from_numpy(keys)
 
 
-def _largest(a: torch.Tensor, rows: torch.Tensor, first: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _largest(
+    a: torch.Tensor, token_max: torch.Tensor, rows: torch.Tensor, first: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The ``TOP`` largest entries of ``a`` [B, T, d] (its positions counted from
-    ``first``) and their (window, position, dimension) [k, 3], ties included up to
-    ``4 * TOP`` candidates and ordered by place (``_order``)."""
+    ``first``; ``token_max`` [B, T] each token's largest) and their (window, position,
+    dimension) [k, 3], ties ordered by place (``_order``). The largest entries sit in the
+    tokens of largest maxima: only those tokens are searched."""
     b, t, d = a.shape
-    vals, flat = a.reshape(-1).topk(min(4 * TOP, a.numel()))
-    where = torch.stack([rows[flat // (t * d)], (flat // d) % t + first, flat % d], -1)
+    n = min(4 * TOP, b * t)
+    tokens = token_max.reshape(-1).topk(n).indices
+    vals, inside = a.reshape(b * t, d)[tokens].reshape(-1).topk(min(4 * TOP, n * d))
+    token = tokens[inside // d]
+    where = torch.stack([rows[token // t], token % t + first, inside % d], -1)
     keep = _order(vals.double(), where)[:TOP]
     return vals.double()[keep], where[keep]
+
+
+def _window_top(a: torch.Tensor, token_max: torch.Tensor, k: int) -> torch.Tensor:
+    """Each window's ``k`` largest entries [B, k] float64, searched in its ``k`` tokens of
+    largest maxima (where they must sit)."""
+    b, t, d = a.shape
+    tokens = token_max.topk(min(k, t), dim=1).indices  # [B, k]
+    rows = torch.gather(a, 1, tokens[..., None].expand(-1, -1, d))  # [B, k, d]
+    return rows.reshape(b, -1).topk(k, dim=1).values.double()
 
 
 @dataclass(frozen=True)

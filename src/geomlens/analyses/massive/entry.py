@@ -18,7 +18,7 @@ ENTRY = AnalysisEntry(
     claims=massive_claims,
     glossary={
         "median_abs": "The median |h[t, i]| over every coordinate of the layer's hidden states "
-        "(a histogram of log10 |h|, 400 bins per decade).",
+        "(a histogram of log2 |h|, 128 bins per octave).",
         "top1_abs": "A window's largest |h[t, i]|, averaged over the windows.",
         "top2_abs": "A window's second largest |h[t, i]|, averaged over the windows.",
         "top3_abs": "A window's third largest |h[t, i]|, averaged over the windows.",

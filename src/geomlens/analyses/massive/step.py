@@ -101,8 +101,8 @@ def massive_metrics(
     return {
         "rule": {"absolute": ABSOLUTE, "ratio": RATIO},
         "median": (
-            f"histogram of log10 |h|, {histogram.BINS_PER_DECADE} bins per decade "
-            "(off by at most 0.58%)"
+            f"histogram of log2 |h|, {histogram.BINS_PER_OCTAVE} bins per octave "
+            "(off by at most 0.54%)"
         ),
         "layers": [layer_record(r, windows, view) for r in rows],
         "profile": {k: sig(v) if isinstance(v, float) else v for k, v in asdict(prof).items()},
