@@ -15,11 +15,13 @@ from geomlens.analyses.anisotropy.compute import (
     layer_results,
     share_interval,
 )
+from geomlens.analyses.anisotropy.figures import glance_figure
 from geomlens.analyses.base import StageRequest
 from geomlens.corpus import Windows
 from geomlens.io.progress import Step
 from geomlens.models.view import ModelView
 from geomlens.pipeline.taps import filled_tap
+from geomlens.reporting.figures import save_later
 from geomlens.runs.runfolder import RunFolder
 from geomlens.stats import DecompositionAccumulator
 from geomlens.stats.rounding import sig
@@ -75,7 +77,12 @@ class AnisotropyStage:
     ) -> None:
         self.step("anisotropy and rogue dimensions")
         tap = filled_tap(folder, "anisotropy", AnisotropyTap(view))
-        folder.merge_metrics("anisotropy", anisotropy_metrics(tap))
+        found = anisotropy_metrics(tap)
+        folder.merge_metrics("anisotropy", found)
+        save_later(
+            glance_figure(found["layers"], view.name),
+            folder.path / "figures" / "anisotropy_glance.png",
+        )
 
 
 def anisotropy_stage(request: StageRequest, step: Step) -> AnisotropyStage:

@@ -19,10 +19,12 @@ from geomlens.analyses.massive.compute import (
     profile,
     ratio_interval,
 )
+from geomlens.analyses.massive.figures import glance_figure
 from geomlens.corpus import Windows
 from geomlens.io.progress import Step
 from geomlens.models.view import ModelView
 from geomlens.pipeline.taps import filled_tap
+from geomlens.reporting.figures import save_later
 from geomlens.runs.runfolder import RunFolder
 from geomlens.stats import DecompositionAccumulator
 from geomlens.stats.rounding import sig
@@ -135,7 +137,12 @@ class MassiveStage:
         self.step("massive activations")
         tap = filled_tap(folder, "massive", MassiveTap(view))
         outliers = outlier_windows(folder.read_metrics())
-        folder.merge_metrics("massive", massive_metrics(tap, windows, view, outliers))
+        found = massive_metrics(tap, windows, view, outliers)
+        folder.merge_metrics("massive", found)
+        save_later(
+            glance_figure(found["layers"], view.name),
+            folder.path / "figures" / "massive_glance.png",
+        )
 
 
 def massive_stage(request: StageRequest, step: Step) -> MassiveStage:
