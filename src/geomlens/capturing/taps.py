@@ -267,6 +267,6 @@ def fill_taps(
     if any(isinstance(t, HiddenTap) for t in taps.taps.values()):
         chosen = list(range(view.n_layers + 1)) if layers is None else list(layers)
         for start in range(0, len(input_ids), TAP_CHUNK):
-            rows = torch.arange(start, min(len(input_ids), start + TAP_CHUNK))
-            taps.update(CapturedBatch(hidden_states(view, input_ids[rows], chosen), rows))
+            index = torch.arange(start, min(len(input_ids), start + TAP_CHUNK))
+            taps.update(CapturedBatch(hidden_states(view, input_ids[index], chosen), index))
     return taps

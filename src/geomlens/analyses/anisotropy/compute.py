@@ -243,7 +243,9 @@ def share_interval(
 
     A group drawn c times enters with weight c in the unit sums and c^2 in the within-window
     sums, so that a window is never paired with its own copy."""
-    filled = np.nonzero(tap.tokens[:, layers[0]].numpy() > 0)[0] if layers else []
+    if not layers:
+        return None
+    filled = np.nonzero(tap.tokens[:, layers[0]].numpy() > 0)[0]
     if len(filled) < 2:
         return None
     rng = np.random.default_rng(seed)
