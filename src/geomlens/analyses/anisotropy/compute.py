@@ -87,8 +87,8 @@ class AnisotropyTap(HiddenTap):
         take = self._sampled(keys, rows, t)
         for layer, hidden in batch.hidden.items():
             h = hidden.detach().float().cpu()
-            unit = h / h.norm(dim=-1, keepdim=True).clamp_min(1e-30)
-            per_window = unit.sum(1, dtype=torch.float64)  # [B, d]
+            inverse = h.norm(dim=-1).clamp_min(1e-30).reciprocal()  # [B, T]
+            per_window = torch.bmm(inverse[:, None, :], h)[:, 0].double()  # [B, d]: sum of units
             self.unit_sum[:, layer].index_add_(0, groups, per_window)
             self.window_sq[:, layer].index_add_(0, groups, per_window**2)
             n_w = torch.full((b,), float(t), dtype=torch.float64)
@@ -96,7 +96,7 @@ class AnisotropyTap(HiddenTap):
             self.tokens_sq[:, layer].index_add_(0, groups, n_w**2)
             flat = h.reshape(b * t, -1)
             self.total[layer] += flat.sum(0, dtype=torch.float64)
-            self.total_sq[layer] += (flat * flat).sum(0, dtype=torch.float64)
+            self.total_sq[layer] += torch.einsum("nd,nd->d", flat, flat).double()
             if take is not None:
                 keep, new = take
                 self.sample[layer] = torch.cat([self.sample[layer], flat[new]])[keep]

@@ -43,7 +43,16 @@ def massive_claims(metrics: dict[str, Any], model: dict[str, Any]) -> list[Claim
     if found is None:
         return []
     outside = _outside(model)
-    peak, prof, carriers = found.get("peak") or {}, found["profile"], found["carriers"]
+    return [
+        exist_claim(found, outside),
+        tokens_claim(found, outside),
+        layers_claim(found, outside),
+    ]
+
+
+def exist_claim(found: dict[str, Any], outside: str | None) -> Claim:
+    """Massive activations exist: the largest top-1 / median over the layers."""
+    peak, prof = found.get("peak") or {}, found["profile"]
     ratio = peak.get("ratio")
     n_dims = len(prof.get("dims") or [])
     exist = Claim(
@@ -61,7 +70,7 @@ def massive_claims(metrics: dict[str, Any], model: dict[str, Any]) -> list[Claim
         peak.get("high"),
         RATIO,
         "95% bootstrap over 16 groups of windows (median held at the corpus's)",
-        "LLaMA2-7B: dims 1415 and 2533, values about 2,500 against a median under 1",
+        "LLaMA2-7B: two dimensions, 1415 and 2533",
         scope=SCOPE,
         threshold_source="Sun et al. section 2: over 100 and about 1,000 x the median",
     )
@@ -69,8 +78,14 @@ def massive_claims(metrics: dict[str, Any], model: dict[str, Any]) -> list[Claim
     too_big = (peak.get("top1") or 0.0) <= ABSOLUTE or n_dims > FEW_DIMS
     if exist.verdict == "reproduced" and too_big:
         exist = replace(exist, verdict="not reproduced")
+    return exist
+
+
+def tokens_claim(found: dict[str, Any], outside: str | None) -> Claim:
+    """Massive activations sit on the first token and on delimiters."""
+    carriers = found["carriers"]
     share = carriers.get("start_or_delimiter")
-    tokens = judge(
+    return judge(
         Claim(
             "sun.massive_tokens",
             "Massive activations sit on the starting token and on early delimiter tokens",
@@ -91,6 +106,11 @@ def massive_claims(metrics: dict[str, Any], model: dict[str, Any]) -> list[Claim
         (),
         outside,
     )
+
+
+def layers_claim(found: dict[str, Any], outside: str | None) -> Claim:
+    """Massive activations appear abruptly in an early layer and stay."""
+    prof = found["profile"]
     held, appear, jump = prof.get("held"), prof.get("appear"), prof.get("jump")
     layers = judge(
         Claim(
@@ -104,7 +124,7 @@ def massive_claims(metrics: dict[str, Any], model: dict[str, Any]) -> list[Claim
             "",
             held,
             threshold=HELD_SHARE,
-            published="LLaMA2-7B: appear at layer 2, stay to about layer 30 of 32",
+            published="LLaMA2-7B: from layer 2 to about layer 30 of 32",
             scope=SCOPE,
             threshold_source="geomlens's reading of 'abruptly' and 'stay' (Sun et al. fig. 3)",
         ),
@@ -118,4 +138,4 @@ def massive_claims(metrics: dict[str, Any], model: dict[str, Any]) -> list[Claim
     abrupt = jump is None or jump >= JUMP
     if layers.verdict == "reproduced" and not (early and abrupt):
         layers = replace(layers, verdict="not reproduced")
-    return [exist, tokens, layers]
+    return layers
