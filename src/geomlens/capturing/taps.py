@@ -77,7 +77,8 @@ class HiddenTap:
     corpus rows of its windows), ``merge``, ``state_spec``, ``state_dict`` and
     ``load_state_dict``; their state must be sized when built (the model's ``n_layers + 1``
     hidden-state layers, of which a capture may feed a subset). It reads no window in
-    tapped passes (``windows = 0``), so it never changes how a batch runs.
+    tapped passes (``windows = 0``), so it never changes how a batch runs. Under
+    ``--contexts auto`` it reads the first chunk's windows, as every tap does.
     """
 
     windows = 0
