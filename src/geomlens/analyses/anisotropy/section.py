@@ -56,15 +56,19 @@ def _dims(row: dict[str, Any]) -> str:
     return ", ".join(f"{d['dim']} ({d['cc']:.2f})" for d in row["top_dims"][:3])
 
 
+def _share(x: float | None) -> str:
+    return "–" if x is None else f"{x:.1%}"
+
+
 def lines(found: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
     """What the run shows, in words."""
     high = max(rows, key=lambda r: r["pair_cosine"])
     return [
         f"E[cos] of token pairs from different windows peaks at {high['pair_cosine']:.2f} at "
         f"layer {high['layer']}, where dimensions {_dims(high)} give most of it.",
-        f"Median over layers of the 3 largest dimensions' share: "
-        f"{found.get('top3_share_median')}; standardised E[cos] / E[cos]: "
-        f"{found.get('standardised_ratio_median')} ({found['standardised_on']}).",
+        f"Median over layers of the 3 largest dimensions' share of E[cos]: "
+        f"{_share(found.get('top3_share_median'))}; of standardised E[cos] to E[cos]: "
+        f"{_share(found.get('standardised_ratio_median'))} ({found['standardised_on']}).",
     ]
 
 

@@ -49,25 +49,30 @@ def _where(row: dict[str, Any]) -> str:
     return f"dim {top['dim']}, position {top['position']} ({top['text']!r})"
 
 
+def _num(x: float | None, fmt: str = ".3g") -> str:
+    return "–" if x is None else format(x, fmt)
+
+
 def lines(found: dict[str, Any]) -> list[str]:
     """What the run shows, in words."""
     prof, peak, carriers = found["profile"], found.get("peak") or {}, found["carriers"]
     said = [
-        f"The largest ratio of a window's top-1 |h| to the median |h| is {peak.get('ratio')} "
-        f"at layer {peak.get('layer')} (top-1 {peak.get('top1')}; median by {found['median']})."
+        f"The largest ratio of a window's top-1 |h| to the median |h| is "
+        f"{_num(peak.get('ratio'), ',.0f')} at layer {peak.get('layer')} (top-1 "
+        f"{_num(peak.get('top1'), ',.0f')}; the median from a {found['median']})."
     ]
     if prof.get("appear") is None:
         said.append("No layer passes Sun et al.'s rule (over 100 and 1,000 x the median).")
     else:
         said.append(
-            f"Sun et al.'s rule holds from layer {prof['appear']} (a x{prof.get('jump')} jump) "
-            f"in {prof.get('held')} of the layers after it; it stops at layer "
-            f"{prof.get('vanish')}; dimensions {prof.get('dims')}."
+            f"Sun et al.'s rule holds from layer {prof['appear']} (x{_num(prof.get('jump'))} "
+            f"over the layer before) in {_num(prof.get('held'), '.0%')} of the layers from "
+            f"there; it stops at layer {prof.get('vanish')}; dimensions {prof.get('dims')}."
         )
         said.append(
             f"Of {carriers['entries']} coordinates passing it among each layer's largest, "
-            f"{carriers['start']} sit at position 0 and {carriers['start_or_delimiter']} at "
-            "position 0 or on a delimiter token."
+            f"{_num(carriers['start'], '.0%')} sit at position 0 and "
+            f"{_num(carriers['start_or_delimiter'], '.0%')} at position 0 or on a delimiter."
         )
     flagged = found.get("outlier_windows")
     if flagged is not None:
