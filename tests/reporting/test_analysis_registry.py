@@ -74,19 +74,25 @@ OLD_STAGES = [
 
 
 def test_the_registry_gives_the_tables_it_replaced() -> None:
+    """The analyses of those tables give them as they were (analyses registered since, each
+    one folder, are left out of the comparison)."""
+    old = set(OLD_STAGE_SECTIONS)
     assert registry.command_sections() == OLD_COMMAND_SECTIONS
-    assert registry.stage_sections() == OLD_STAGE_SECTIONS
+    assert {k: v for k, v in registry.stage_sections().items() if k in old} == OLD_STAGE_SECTIONS
     assert list(registry.seq2seq_stacks().items()) == list(OLD_SEQ2SEQ_STACKS.items())
-    assert registry.REGISTRY == registry.page_sections() == OLD_PAGE
-    stages = [(a.name, a.title) for a in registry.report_stages(generates=True)]
-    assert stages == OLD_STAGES
-    assert [(a.name, a.title) for a in registry.report_stages(generates=False)] == OLD_STAGES[:4]
+    assert registry.page_sections() == registry.REGISTRY
+    assert tuple(s for s in registry.REGISTRY if s in OLD_PAGE) == OLD_PAGE
+    for generates, expected in ((True, OLD_STAGES), (False, OLD_STAGES[:4])):
+        stages = [(a.name, a.title) for a in registry.report_stages(generates) if a.name in old]
+        assert stages == expected
     from geomlens.analyses.sphere.compute import NormTap
     from geomlens.analyses.sphere.step import IDENTITY_WINDOWS
     from geomlens.analyses.walk.refactor import AttentionTap
     from geomlens.analyses.walk.step import KERNEL_WINDOWS
 
-    builds = registry.tap_builds(registry.report_stages(generates=True))
+    builds = registry.tap_builds(
+        [a for a in registry.report_stages(generates=True) if a.name in old]
+    )
     assert builds == {
         "norms": (NormTap, IDENTITY_WINDOWS),
         "attention": (AttentionTap, KERNEL_WINDOWS),
@@ -126,19 +132,12 @@ def test_the_claims_come_in_the_registrys_order() -> None:
     from geomlens.analyses.attention.claims import attention_claims
     from geomlens.analyses.concepts.claims import concept_claims
     from geomlens.analyses.decomposition.claims import position_claims
-    from geomlens.analyses.interventions.claims import intervention_claims
     from geomlens.analyses.sphere.claims import sphere_claims
     from geomlens.analyses.walk.claims import walk_claims
 
+    papers = [position_claims, attention_claims, sphere_claims, walk_claims, concept_claims]
     feeds = [a.claims for a in registry.ANALYSES if a.claims is not None]
-    assert feeds == [
-        position_claims,
-        attention_claims,
-        sphere_claims,
-        walk_claims,
-        intervention_claims,
-        concept_claims,
-    ]
+    assert [f for f in feeds if f in papers] == papers
 
 
 # ------------------------------------------------------------------ a planted toy analysis

@@ -13,6 +13,8 @@ FOLDERS: tuple[str, ...] = (
     "attention",
     "sphere",
     "walk",
+    "massive",
+    "anisotropy",
     "interventions",
     "concepts",
     "arithmetic",

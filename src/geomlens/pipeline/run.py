@@ -375,7 +375,7 @@ def _run_locked(run: lifecycle.RunInFolder, request: RunRequest, given: str | No
         if tapped is not None and saved_taps(folder, view, taps) is None:  # type: ignore[arg-type]
             # a capture saved before its taps existed: they are filled alone
             ids = torch.tensor(np.array(windows.input_ids), dtype=torch.long)
-            folder.save_stats("taps", fill_taps(view, ids, tapped).state_dict())
+            folder.save_stats("taps", fill_taps(view, ids, tapped, layers).state_dict())
     else:
         acc, timing = captured(folder, view, windows, request, tapped)
     # Also after a resume whose statistics were saved just before a failure (a full disk):
