@@ -4,11 +4,12 @@ largest dimensions, and E[cos] after standardising each dimension."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING, Any
 
 from geomlens.reporting.figures import new_figure
+
+if TYPE_CHECKING:  # matplotlib loads only when a figure is drawn
+    from matplotlib.figure import Figure
 
 
 def glance_figure(rows: Sequence[Mapping[str, Any]], model: str = "") -> Figure:
