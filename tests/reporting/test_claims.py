@@ -387,12 +387,16 @@ def test_t5_bias_tables_are_judged_at_the_papers_own_numbers() -> None:
 # ------------------------------------------------------------------ concept space
 
 
+CONTEXT_USED = {"n": 40, "baseline_only": 9, "no_context_only": 1, "p": 0.021, "alpha": 0.05}
+
+
 def concepts(schemes: dict, acc: float = 0.5, ci=(0.4, 0.6), none: float = 0.02) -> dict:
     baseline = {
         "acc": acc,
         "acc_ci": list(ci),
         "chance": 1 / 3,
         "no_context": {"acc": none},
+        "context_test": {**CONTEXT_USED, "qualifies": True},
     }
     return {"concepts": {"headline": "normalised_vs_acc", "schemes": schemes, "baseline": baseline}}
 
@@ -406,8 +410,16 @@ OTHER = {
     "normalised_vs_acc": 0.9,
     "normalised_vs_acc_ci": [0.63, 1.24],
     "loglik_max_abs_diff_vs_baseline": 12.3,
+    "acc_ci": [0.35, 0.6],
+    "retained_gain": 0.88,
+    "retained_gain_ci": [0.6, 1.25],
 }
-LOW = {"normalised_vs_acc": 0.3, "normalised_vs_acc_ci": [0.2, 0.36]}
+LOW = {
+    "normalised_vs_acc": 0.3,
+    "normalised_vs_acc_ci": [0.2, 0.36],
+    "retained_gain": 0.1,
+    "retained_gain_ci": [-0.2, 0.4],
+}
 
 
 def test_a_scheme_that_gives_back_its_input_never_decides_the_concept_claim() -> None:
