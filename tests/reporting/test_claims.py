@@ -570,3 +570,49 @@ def test_bootstrap_difference_covers_a_planted_difference_about_95_percent() -> 
         d = mean_difference(a, b, seed)
         hits.append(d["low"] <= 0.5 <= d["high"])
     assert 0.90 <= np.mean(hits) <= 0.98
+
+
+def walk_with_control(never: float, ci: tuple, control: float | None, control_ci: tuple) -> dict:
+    """A decoder walk whose never-leave fraction has a block-bootstrap interval, with the
+    control walk of the shuffled text beside it (None: no control)."""
+    encoding: dict = {
+        "cos": {
+            "frac_never_leave": never,
+            "frac_never_leave_ci": {"low": ci[0], "high": ci[1], "method": "b", "n_boot": 1000},
+        },
+        "n_positions": 300,
+    }
+    if control is not None:
+        encoding["control"] = {
+            "kind": "the same model on the walk text shuffled at token level",
+            "seed": 0,
+            "frac_never_leave": control,
+            "frac_never_leave_ci": {"low": control_ci[0], "high": control_ci[1]},
+        }
+    return {"walk": {**WALK, "encoding": encoding}}
+
+
+def test_the_walk_leaves_only_when_it_leaves_more_often_than_its_control() -> None:
+    leaves = "singh.walk_leaves"
+    beats = by_id(walk_with_control(0.05, (0.02, 0.09), 0.4, (0.3, 0.5)), DECODER)[leaves]
+    assert beats.verdict == "reproduced" and "shuffled text (control): 0.40" in beats.value
+    # the control equals the model: leaving is what any pass does, not reading the text
+    same = by_id(walk_with_control(0.05, (0.02, 0.09), 0.05, (0.02, 0.09)), DECODER)[leaves]
+    assert same.verdict == "inconclusive" and same.guard == "control"
+    assert "not below it by their intervals" in same.why
+    close = by_id(walk_with_control(0.05, (0.02, 0.12), 0.2, (0.1, 0.3)), DECODER)[leaves]
+    assert close.verdict == "inconclusive" and close.guard == "control"
+    # a run with no control withholds "reproduced"; a walk that stays is not reproduced
+    alone = by_id(walk_with_control(0.05, (0.02, 0.09), None, ()), DECODER)[leaves]
+    assert alone.verdict == "inconclusive" and "no control text" in alone.why
+    stays = by_id(walk_with_control(0.9, (0.85, 0.95), 0.9, (0.85, 0.95)), DECODER)[leaves]
+    assert stays.verdict == "not reproduced"
+
+
+def test_the_control_walk_shuffles_the_same_tokens_and_keeps_the_first() -> None:
+    from geomlens.analyses.walk.walks import shuffled_ids
+
+    ids = torch.arange(100, 140)
+    mixed = shuffled_ids(ids, 3)
+    assert mixed[0] == 100 and sorted(mixed.tolist()) == ids.tolist()
+    assert not torch.equal(mixed, ids) and torch.equal(mixed, shuffled_ids(ids, 3))
