@@ -299,6 +299,42 @@ def test_gamma_beta_unchanged_lists_answer_the_claim_and_guards_unscorable_token
     assert rare.verdict == "reproduced"
 
 
+def test_gamma_beta_guards_come_before_unchanged_lists_and_the_scope_names_a_missing_beta() -> None:
+    # unchanged lists of word pieces wordfreq does not know decide nothing (the shortcut
+    # "unchanged, so not reproduced" waits for the guards)
+    pieces = (",", ".", "ing", "!!", "?", "##", "the", "of", ";", ":")
+    top = sphere(0.0, -0.5, 0.8, plain_ids=tuple(range(10)), tokens=pieces)
+    top["sphere"]["top_tokens"]["affine"]["top"] = list(pieces)
+    unscorable = by_id(top, DECODER)[GAMMA]
+    assert unscorable.verdict == "inconclusive" and unscorable.guard == "unscorable"
+    # an RMSNorm's final norm: gamma only, and the scope and rule say so
+    rms = sphere(1.5, 0.7, 2.3)
+    rms["sphere"]["top_tokens"].update(readout_has_beta=False, readout_norm="final_norm")
+    gamma = by_id(rms, DECODER)[GAMMA]
+    assert "has no beta (gamma only" in gamma.scope and "half of the claim" in gamma.scope
+    assert "with gamma minus without" in gamma.rule
+    assert "no beta" not in by_id(sphere(1.5, 0.7, 2.3), DECODER)[GAMMA].scope
+    # whole-word lists, where the run kept them, are what the claim compares
+    words = sphere(1.5, 0.7, 2.3, plain_ids=tuple(range(10)))
+    words["sphere"]["top_tokens"].update(
+        affine_words={"top_ids": list(range(30, 40)), "top": ["the"] * 10},
+        plain_words={"top_ids": list(range(50, 60)), "top": ["of"] * 10},
+        zipf_compared="whole words",
+    )
+    compared = by_id(words, DECODER)[GAMMA]
+    assert compared.verdict == "reproduced" and "top-10 whole words" in compared.rule
+
+
+def test_whole_words_start_a_word_are_letters_and_are_known() -> None:
+    from geomlens.analyses.sphere.compute import whole_words
+
+    tokens = [" the", "the", " 12", " ing", " Paris", "ing", " qzx", " "]
+    zipf = np.array([7.7, 7.7, 4.0, 2.0, 5.0, 2.0, 0.0, 0.0])
+    assert whole_words(tokens, zipf).tolist() == [
+        True, False, False, True, True, False, False, False
+    ]  # fmt: skip
+
+
 def test_the_identity_is_listed_apart_and_gamma_beta_is_scoped_to_language_models() -> None:
     found = by_id(sphere(1.5, 0.7, 2.3), ENCODER)
     identity = found["molina.layernorm_sphere"]
