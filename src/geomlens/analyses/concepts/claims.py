@@ -129,9 +129,10 @@ def context_guard(base: Baseline | None) -> Guard | None:
         return None
     none = base.no_context.acc if base.no_context is not None else None
     shown = "–" if none is None else f"{none:.3f}"
+    acc = "–" if base.acc is None else f"{base.acc:.3f}"
     return Guard(
         "context",
-        f"the task does not show the model using its context: its baseline ({base.acc:.3f}) "
+        f"the task does not show the model using its context: its baseline ({acc}) "
         f"is not above its no-context control ({shown}) by an exact McNemar test over the "
         f"{test.n} items (p = {test.p:.2g}, {test.baseline_only} items right only with the "
         f"context, {test.no_context_only} only without; level {test.alpha:g}), so no scheme "
