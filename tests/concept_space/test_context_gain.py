@@ -104,6 +104,16 @@ def test_a_task_whose_baseline_does_not_beat_its_control_decides_nothing() -> No
     claim = pyramidal(block(BASE, none, BASE & items(N, 390, 7), 0.25))
     assert claim.verdict == "inconclusive" and claim.guard == "context"
     assert "does not show the model using its context" in claim.why
+    # the report's default: the list as tried says no task qualified
+    metrics = block(BASE, none, BASE & items(N, 390, 7), 0.25)
+    test = metrics["concepts"]["baseline"]["context_test"]
+    metrics["concepts"]["task_choice"] = [
+        {"task": "step_inference", "available": True, "test": test},
+        {"task": "goal_inference", "available": False},
+    ]
+    listed = pyramidal(metrics)
+    assert "no task of the report's preference list qualified" in listed.why
+    assert "goal_inference (not on this machine)" in listed.why
 
 
 def test_a_scheme_at_chance_is_never_reproduced() -> None:

@@ -6,7 +6,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from geomlens.analyses.concepts.schema import Baseline, ConceptsMetrics, SchemeResult
+from geomlens.analyses.concepts.schema import (
+    Baseline,
+    ConceptsMetrics,
+    SchemeResult,
+    TaskTried,
+)
 from geomlens.papers.published import model_kind, singh_range
 from geomlens.reporting import guards
 from geomlens.reporting.claims import SINGH, SINGH_KINDS, Claim, judge, text
@@ -140,6 +145,16 @@ def context_guard(base: Baseline | None) -> Guard | None:
     )
 
 
+def tried_words(tried: list[TaskTried]) -> str:
+    """The report's preference list as tried, in words (for a claim none of whose tasks
+    qualified)."""
+    parts = [
+        f"{t.task} (not on this machine)" if t.test is None else f"{t.task} (p = {t.test.p:.2g})"
+        for t in tried
+    ]
+    return "no task of the report's preference list qualified: " + ", ".join(parts)
+
+
 def gain_words(value: float | None, low: float | None, high: float | None) -> str:
     """A retained gain with its interval, an unbounded end shown as an infinity."""
     if value is None:
@@ -242,6 +257,8 @@ def _concept_claim(
         )
         return replace(claim, verdict="inconclusive", why=why, guard="degenerate")
     before = guards.first(guards.chance(acc, acc_low, chance), context_guard(base))
+    if before is not None and before.name == "context" and concepts.task_choice:
+        before = Guard("context", before.why + "; " + tried_words(concepts.task_choice))
     if best is None or before is not None:
         return judge(claim, True, reason, [before])
     decided, why = gain_decides(gain, scheme_low, chance)
