@@ -139,19 +139,25 @@ def test_a_gain_interval_across_the_floor_and_above_zero_leaves_the_share_rule()
     assert claim.verdict in ("reproduced", "inconclusive") and claim.guard != "gain"
 
 
-def test_the_report_takes_the_first_task_whose_baseline_uses_its_context(smollm2) -> None:
+def test_the_report_takes_the_first_task_whose_baseline_uses_its_context(smollm2, tmp_path) -> None:
     """Unavailable tasks are passed over, a task that does not qualify too; the first that
     qualifies is taken with the scores it was tested on. With none, the first available."""
+    import json
+    from pathlib import Path
+
     from geomlens.analyses.concepts.choice import PACKAGED, task_spec
 
     step = str(files("geomlens") / "data" / PACKAGED["goal_step_wikihow/step_inference"])
-    dial = str(files("geomlens") / "data" / PACKAGED["timedial"])
+    # the same answers after a context that says nothing: the baseline is the control's
+    examples = json.loads(Path(step).read_text(encoding="utf-8"))["examples"][:40]
+    blind = tmp_path / "blind.json"
+    blind.write_text(json.dumps({"examples": [{**e, "input": "The answer is "} for e in examples]}))
     assert task_spec("no/such/task") is None
-    tasks = [("missing", None), ("timedial", dial), ("step_inference", step)]
+    tasks = [("missing", None), ("blind", str(blind)), ("step_inference", step)]
     found = choose_task(smollm2, 40, 0, tasks=tasks)
-    assert [t.task for t in found.tried] == ["missing", "timedial", "step_inference"]
+    assert [t.task for t in found.tried] == ["missing", "blind", "step_inference"]
     assert not found.tried[0].available and found.tried[0].test is None
     assert not found.tried[1].test.qualifies and found.tried[2].test.qualifies
     assert found.spec == step and len(found.scored[0]) == len(found.scored[1]) == 40
     none = choose_task(smollm2, 40, 0, tasks=tasks[:2])
-    assert none.spec == dial and not none.tried[-1].test.qualifies
+    assert none.spec == str(blind) and not none.tried[-1].test.qualifies
