@@ -555,12 +555,13 @@ class ConceptsStage:
         self, folder: RunFolder, view: ModelView, windows: Windows, acc: DecompositionAccumulator
     ) -> None:
         config, limit = self.config, self.limit
-        choice = None
-        if self.task is None:  # the first task of the preference list the model reads
+        choice, task = None, self.task
+        if task is None:  # the first task of the preference list the model reads
             choice = choose_task(view, limit, config.seed, step=self.step)
+            task = choice.spec
         concepts = ConceptsConfig(
             model=config.model,
-            task=self.task if choice is None else choice.spec,
+            task=task,
             limit=limit,
             seed=config.seed,
             device=config.device,
