@@ -328,10 +328,16 @@ def test_gamma_beta_guards_come_before_unchanged_lists_and_the_scope_names_a_mis
 def test_whole_words_start_a_word_are_letters_and_are_known() -> None:
     from geomlens.analyses.sphere.compute import whole_words
 
-    tokens = [" the", "the", " 12", " ing", " Paris", "ing", " qzx", " "]
-    zipf = np.array([7.7, 7.7, 4.0, 2.0, 5.0, 2.0, 0.0, 0.0])
-    assert whole_words(tokens, zipf).tolist() == [
-        True, False, False, True, True, False, False, False
+    tokens = [" the", "the", " 12", " elig", " Paris", "ing", " qzx", " "]
+    zipf = np.array([7.7, 7.7, 4.0, 1.2, 5.0, 2.0, 0.0, 0.0])
+    listed = {"the", "Paris"}.__contains__
+    assert whole_words(tokens, zipf, listed).tolist() == [
+        True, False, False, False, True, False, False, False
+    ]  # fmt: skip
+    pytest.importorskip("wordfreq")
+    # wordfreq's own list: a word's first piece is not a word, the word is
+    assert whole_words([" elig", " eligible", " Paris"], np.ones(3)).tolist() == [
+        False, True, True
     ]  # fmt: skip
 
 

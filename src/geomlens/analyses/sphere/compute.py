@@ -13,7 +13,7 @@ Everything here is a pure function of tensors and a ``ModelView``; see docs/sphe
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
@@ -574,24 +574,33 @@ def top_tokens(
 
 WHOLE_WORDS = (
     "whole words: the top tokens among those that start a word (decoded with a leading "
-    "space), are letters only and are known to wordfreq"
+    "space), are letters only and are among wordfreq's 50,000 most frequent words of "
+    "their language"
 )
 WORD_PIECES = (
     "every token, word pieces included: this vocabulary has fewer whole words (decoded with "
-    "a leading space, letters only, known to wordfreq) than the lists' length"
+    "a leading space, letters only, among wordfreq's 50,000 most frequent words of their "
+    "language) than the lists' length"
 )
 
 
-def whole_words(tokens: Sequence[str], zipf: Array) -> npt.NDArray[np.bool_]:
+def whole_words(
+    tokens: Sequence[str], zipf: Array, is_word: Callable[[str], bool] | None = None
+) -> npt.NDArray[np.bool_]:
     """[vocab] whether each token is a whole word: it starts a word (its text alone begins
     with a space, as byte-level BPE writes a word's first piece), the rest is letters
-    only, and wordfreq knows it (a Zipf frequency above 0). Pieces inside words, numbers,
-    punctuation and unknown strings are left out, so the frequency of what is compared
-    is the frequency of a word."""
+    only, wordfreq scores it (a Zipf frequency above 0) and it is a word of its language
+    (``is_word``, default ``word_frequency.is_word``: among wordfreq's 50,000 most
+    frequent words). The first piece of a longer word (" elig", " preserv") is not one,
+    though wordfreq gives such strings a small frequency of their own."""
+    if is_word is None:
+        from geomlens.analyses.sphere.word_frequency import is_word as listed
+
+        is_word = listed
     out = np.zeros(len(tokens), dtype=bool)
     for i, t in enumerate(tokens):
         word = t[1:] if t[:1] == " " else ""
-        out[i] = bool(word) and word.isalpha() and zipf[i] > 0
+        out[i] = bool(word) and word.isalpha() and zipf[i] > 0 and is_word(word)
     return out
 
 
