@@ -60,8 +60,10 @@ from geomlens.analyses.walk.walks import (
     DecodingWalk,
     EncodingWalk,
     TokenSpace,
+    control_summary,
     decoding_walk,
     encoding_walk,
+    shuffled_ids,
     walk_projection,
 )
 from geomlens.capturing.store import save_file_atomic as save_file
@@ -410,6 +412,22 @@ def _similarity(folder: RunFolder, view: ModelView, ids: torch.Tensor, sections:
     return maps, hidden, names
 
 
+def _control(
+    view: ModelView,
+    ids: torch.Tensor,
+    names: tuple[str, ...],
+    top_k: int,
+    space: TokenSpace,
+    seed: int,
+) -> dict[str, Any]:
+    """The walk claims' control: the encoding walk of the same tokens shuffled
+    (``walks.shuffled_ids``), summarised as the walk's own never-leave fraction."""
+    shuffled = shuffled_ids(ids, seed)
+    hidden, _ = layer_stack(view, shuffled)
+    walk = encoding_walk(view, hidden, names, shuffled, k=top_k, space=space)
+    return control_summary(walk, seed)
+
+
 def _decoder_stack(
     folder: RunFolder, view: ModelView, ids: torch.Tensor, top_k: int, space: TokenSpace
 ) -> dict[str, Any]:
@@ -476,6 +494,10 @@ class WalkAnalysis:
                     view, hidden, names, ids, k=top_k, space=space, stack=stack, progress=bar.update
                 )
             _save_encoding(folder, view, enc, "")
+            control = None
+            if view.generates and not view.is_seq2seq:
+                step("encoding walk of the shuffled text (the control)")
+                control = _control(view, ids, names, top_k, space, self.seed)
             decoder = _decoder_stack(folder, view, ids, top_k, space) if view.is_seq2seq else None
 
             decoding: dict[str, Any] | None = None
@@ -498,7 +520,9 @@ class WalkAnalysis:
                 if names[-1] == "final_norm"
                 else "hidden vector as is, then W_U^T rows",
                 similarity=Similarity.from_dict(maps.to_dict()),
-                encoding=Encoding.from_dict(enc.to_dict()),
+                encoding=Encoding.from_dict(
+                    enc.to_dict() | ({} if control is None else {"control": control})
+                ),
                 decoding=read_decodings(decoding),
                 kernels=Kernels.from_dict(kernels["kernels"]),
                 refactor=Refactor.from_dict(kernels["refactor"]),
