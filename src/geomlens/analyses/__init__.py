@@ -13,6 +13,8 @@ FOLDERS: tuple[str, ...] = (
     "attention",
     "sphere",
     "walk",
+    "sinks",
+    "intrinsic_dimension",
     "concepts",
     "arithmetic",
 )
