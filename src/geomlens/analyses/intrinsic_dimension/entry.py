@@ -17,6 +17,7 @@ ENTRY = AnalysisEntry(
     title="intrinsic dimension",
     headline=id_headline,
     claims=id_claims,
+    stacks={KEY: "encoder (the decomposition's windows)"},
     glossary={
         "twonn": "TwoNN intrinsic dimension of the windows' mean-pooled states at a layer "
         "(Facco et al. 2017): from the ratio of each window's second to first "

@@ -55,7 +55,7 @@ def id_section(run: Run) -> str:
 
 
 SECTION = Section(
-    "intrinsic-dimension",
+    KEY,
     "Intrinsic dimension",
     id_section,
     present=lambda run: KEY in run.metrics,
