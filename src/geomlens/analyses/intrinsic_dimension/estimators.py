@@ -21,8 +21,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy.optimize import minimize_scalar
-from scipy.special import betaln
 
 DISCARD = 0.1
 """Share of the largest TwoNN ratios left out of the fit (Facco et al.)."""
@@ -77,6 +75,9 @@ def twonn(points: npt.NDArray[np.floating], discard: float = DISCARD) -> float:
 
 def gride_fit(mu: npt.NDArray[np.float64], k: int) -> float:
     """GRIDE's maximum-likelihood dimension from the ratios ``mu = r_{2k} / r_k``."""
+    from scipy.optimize import minimize_scalar  # scipy loads with the step, not the command
+    from scipy.special import betaln
+
     lm = np.log(mu[np.isfinite(mu) & (mu > 1)])
     n = lm.size
     if n < 2:
