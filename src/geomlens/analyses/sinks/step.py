@@ -125,8 +125,8 @@ class SinkAnalysis:
         if skipped is not None:
             folder.merge_metrics(KEY, skipped)
             return
-        n = max(1, min(SINK_WINDOWS, windows.n_contexts))
-        found = filled_tap(folder, "sinks", SinkTap(view, n)).finalize()
+        # built as the capture built it (its state holds a row per window it may read)
+        found = filled_tap(folder, "sinks", SinkTap(view, sink_windows())).finalize()
         block = metrics_block(found, self.seed)
         folder.merge_metrics(KEY, block.to_dict())
         if drawn():
