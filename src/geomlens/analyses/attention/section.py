@@ -31,9 +31,10 @@ def attention_section(run: Run) -> str:
     return "".join(parts)
 
 
-QK_KEYS = ["block", "head", "residual", "baseline_residual", "share_in_basis"] + [
+QK_KEYS = ["block", "head", "qk_rank", "residual", "baseline_residual", "share_in_basis"] + [
     "whole_residual",
     "whole_baseline_residual",
+    "whole_low_rank_share",
     "whole_low_rank_in_basis",
 ]
 """The columns of the W_QK table (the first is the block, the rest each head's fields)."""
@@ -57,9 +58,16 @@ def split_part(att: AttentionMetrics) -> list[str]:
             f"{block.max_rel_error:.1e}."
         )
     qk_rows = [
-        [b.layer, h.head, h.residual, h.baseline_residual, h.share_in_basis]
-        + ["–" if v is None else v for v in (h.whole_residual, h.whole_baseline_residual)]
-        + ["–" if h.whole_low_rank_in_basis is None else h.whole_low_rank_in_basis]
+        [b.layer, h.head, b.head_rank(h), h.residual, h.baseline_residual, h.share_in_basis]
+        + [
+            "–" if v is None else v
+            for v in (
+                h.whole_residual,
+                h.whole_baseline_residual,
+                h.whole_low_rank_share,
+                h.whole_low_rank_in_basis,
+            )
+        ]
         for b in att.qk_basis or []
         for h in b.heads
     ]
@@ -72,8 +80,9 @@ def split_part(att: AttentionMetrics) -> list[str]:
             HOW["attention_parts"],
         ),
         table(
-            ["block", "head", "low-rank+diag residual", "random residual", "share in basis"]
-            + ["whole W_QK residual", "random head", "low-rank part in basis"],
+            ["block", "head", "rank", "low-rank+diag residual", "random residual"]
+            + ["share in basis", "whole W_QK residual", "random head", "low-rank part's share"]
+            + ["low-rank part in basis"],
             qk_rows,
             "W_QK in the top positional directions, and the whole W_QK",
             keys=QK_KEYS,
