@@ -52,6 +52,8 @@ def test_a_head_without_a_low_rank_part_gets_rank_zero_and_a_diagonal_fit() -> N
     assert qk_rank(qk) == 0
     residual, P, R = fit_low_rank_diagonal_factored(qk, 0)
     assert P.shape == R.shape == (D, 0)
+    whole = whole_qk(qk, np.eye(D)[:, :K], 0, seed=0)
+    assert whole.in_basis is None and whole.low_rank_share == 0.0
     W = qk.A @ qk.B.T
     off = W - np.diag(np.diag(W))
     assert residual == pytest.approx(np.linalg.norm(off) / np.linalg.norm(W))
@@ -70,9 +72,10 @@ def test_the_whole_fit_at_the_screenot_rank_fits_the_planted_structure() -> None
     fit = whole_qk(qk, U, qk_rank(qk), seed=0)
     assert fit.rank == 3
     assert fit.residual < WHOLE_RESIDUAL < fit.baseline_residual
+    assert fit.in_basis is not None and fit.baseline_in_basis is not None
     assert fit.in_basis > 0.95 > 0.5 > fit.baseline_in_basis
     away = whole_qk(*planted_qk(2, 3, inside=False), rank=3, seed=0)
-    assert away.in_basis < 0.1
+    assert away.in_basis is not None and away.in_basis < 0.1
     # L's share of ||W||^2: the planted part's 16 + 12.25 + 9 against about 0.29 D + 0.04 D
     assert 0.4 < fit.low_rank_share < 0.7
 

@@ -66,7 +66,7 @@ class WholeQK:
         residual: ||W - L - D||_F / ||W||_F of the whole matrix.
         baseline_residual: the same fit's residual, at the same rank, on a random head.
         in_basis: ||U^T L U||_F / ||L||_F, the share of the low-rank part inside the top-k
-            positional directions U (1: it lies wholly there).
+            positional directions U (1: it lies wholly there; None at rank 0: no part).
         baseline_in_basis: the same share for the Gaussian matrix's low-rank part (about
             k / d for directions unrelated to U).
         low_rank_share: ||L||_F^2 / ||W||_F^2, how much of W the part the share reads is.
@@ -75,8 +75,8 @@ class WholeQK:
     rank: int
     residual: float
     baseline_residual: float
-    in_basis: float
-    baseline_in_basis: float
+    in_basis: float | None
+    baseline_in_basis: float | None
     low_rank_share: float
 
 
@@ -283,7 +283,7 @@ def whole_qk(qk: Factored, U: Array, rank: int, seed: int) -> WholeQK:
     """The low-rank plus diagonal fit of one head's whole W_QK [d, d] against a random head
     of the same shape (Gaussian [d, m] factors, so the same rank m) fitted at the same rank,
     with the share of each low-rank part inside the positional basis U. Rank 0 fits the
-    diagonal alone (no low-rank part: its shares are nan)."""
+    diagonal alone (no low-rank part: no share inside U, and 0 of ||W||^2)."""
     rng = np.random.default_rng(seed)
     random = Factored(rng.standard_normal(qk.A.shape), rng.standard_normal(qk.B.shape))
     residual, P, R = fit_low_rank_diagonal_factored(qk, rank, seed=seed)
@@ -293,8 +293,8 @@ def whole_qk(qk: Factored, U: Array, rank: int, seed: int) -> WholeQK:
         rank=rank,
         residual=residual,
         baseline_residual=base,
-        in_basis=share_in(U, P, R),
-        baseline_in_basis=share_in(U, Pb, Rb),
+        in_basis=share_in(U, P, R) if rank else None,
+        baseline_in_basis=share_in(U, Pb, Rb) if rank else None,
         low_rank_share=_gram_trace(P, R, P, R) / total if total > 0 else float("nan"),
     )
 
