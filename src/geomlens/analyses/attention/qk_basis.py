@@ -303,7 +303,7 @@ def qk_singular_values(qk: Factored) -> Array:
     """[d] the singular values of W_QK = A B^T [d, d], decreasing (all but the first m are
     0), from the [m, m] product of the factors' QR triangles: no [d, d] matrix formed."""
     A, B = np.asarray(qk.A, np.float64), np.asarray(qk.B, np.float64)
-    core = np.linalg.qr(A, mode="r") @ np.linalg.qr(B, mode="r").T
+    core = np.linalg.qr(A)[1] @ np.linalg.qr(B)[1].T
     values = np.linalg.svd(core, compute_uv=False)
     return np.concatenate([values, np.zeros(max(A.shape[0] - len(values), 0))])
 
