@@ -22,6 +22,7 @@ from geomlens.analyses.attention.qk_basis import (
     head_qk,
     head_qk_factors,
     qk_positional_basis,
+    qk_rank,
     rotation,
     share_in,
     whole_qk,
@@ -228,7 +229,7 @@ def test_whole_matrix_fit_matches_the_dense_fit_and_recovers_a_planted_structure
 def test_qk_basis_real_smollm2(smollm2_eager: ModelView, smollm2_layer) -> None:
     _, _, acc = smollm2_layer
     stats = acc.finalize(3, skip_first=True)
-    r = qk_positional_basis(smollm2_eager, 3, stats, k=10, heads=[0, 4])
+    r = qk_positional_basis(smollm2_eager, 3, stats, k=10, rank=2, heads=[0, 4])
     assert [h.head for h in r.heads] == [0, 4] and r.singular_values.shape == (10,)
     for h in r.heads:
         assert h.matrix.shape == (10, 10)
@@ -238,6 +239,12 @@ def test_qk_basis_real_smollm2(smollm2_eager: ModelView, smollm2_layer) -> None:
         assert 0.0 <= h.whole.in_basis <= 1.0
     W_Q, W_K = head_qk_factors(smollm2_eager, 3)
     torch.testing.assert_close(W_Q @ W_K.transpose(1, 2), head_qk(smollm2_eager, 3))
+    # by default each head takes its own ScreeNOT rank, in every fit and baseline
+    own = qk_positional_basis(smollm2_eager, 3, stats, k=10, heads=[0, 4])
+    assert own.rank is None
+    for h in own.heads:
+        assert h.rank == qk_rank(Factored(W_Q[h.head].numpy(), W_K[h.head].numpy()))
+        assert h.whole is not None and h.whole.rank == h.rank
     assert {"whole_residual", "whole_low_rank_in_basis"} <= set(r.to_dict()["heads"][0])
     rot = qk_positional_basis(smollm2_eager, 3, stats, k=10, heads=[0], rotary_offset=5)
     assert not np.allclose(rot.heads[0].matrix, r.heads[0].matrix)
