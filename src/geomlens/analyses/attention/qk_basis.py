@@ -15,6 +15,7 @@ key (offset 0: no rotation). See docs/attention.md.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -284,10 +285,8 @@ def whole_qk(qk: Factored, U: Array, rank: int, seed: int) -> WholeQK:
     of the same shape (Gaussian [d, m] factors, so the same rank m) fitted at the same rank,
     with the share of each low-rank part inside the positional basis U. Rank 0 fits the
     diagonal alone (no low-rank part: no share inside U, and 0 of ||W||^2)."""
-    rng = np.random.default_rng(seed)
-    random = Factored(rng.standard_normal(qk.A.shape), rng.standard_normal(qk.B.shape))
     residual, P, R = fit_low_rank_diagonal_factored(qk, rank, seed=seed)
-    base, Pb, Rb = fit_low_rank_diagonal_factored(random, rank, seed=seed)
+    base, Pb, Rb = random_whole_fit(qk.A.shape, qk.B.shape, rank, seed)
     total = qk.norm2()
     return WholeQK(
         rank=rank,
@@ -297,6 +296,19 @@ def whole_qk(qk: Factored, U: Array, rank: int, seed: int) -> WholeQK:
         baseline_in_basis=share_in(U, Pb, Rb) if rank else None,
         low_rank_share=_gram_trace(P, R, P, R) / total if total > 0 else float("nan"),
     )
+
+
+@functools.lru_cache(maxsize=64)
+def random_whole_fit(
+    a_shape: tuple[int, ...], b_shape: tuple[int, ...], rank: int, seed: int
+) -> tuple[float, Array, Array]:
+    """The whole-matrix fit of a random head (Gaussian factors of these shapes) at ``rank``:
+    it depends on the shapes, the rank and the seed alone, so heads of one rank share it
+    (the random fits converge slowly and were most of the stage's time when every block is
+    read). The returned arrays are shared: read them only."""
+    rng = np.random.default_rng(seed)
+    random = Factored(rng.standard_normal(a_shape), rng.standard_normal(b_shape))
+    return fit_low_rank_diagonal_factored(random, rank, seed=seed)
 
 
 def qk_singular_values(qk: Factored) -> Array:
@@ -409,7 +421,8 @@ def qk_positional_basis(
     results = []
     for i, h in enumerate(chosen):
         total = float(np.sqrt(max(factors[h].norm2(), 0.0)))  # ||W_Q W_K^T||_F
-        whole = whole_qk(factors[h], U, ranks[h], seed + h) if whole_matrix else None
+        # the random head is drawn once per rank (seed): heads of one rank share it
+        whole = whole_qk(factors[h], U, ranks[h], seed) if whole_matrix else None
         results.append(
             HeadQK(
                 head=int(h),
