@@ -91,7 +91,7 @@ def test_taps_of_two_halves_merge_into_the_whole_with_the_same_sample():
     assert torch.equal(merged.where, whole.where) and torch.equal(merged.sample, whole.sample)
     for key, value in whole.state_dict().items():
         assert torch.allclose(merged.state_dict()[key].double(), value.double()), key
-    assert (merged.keys < torch.inf).sum() == compute.SAMPLE
+    assert (merged.keys < compute.EMPTY).sum() == compute.SAMPLE
 
 
 def test_the_claims_of_timkey_are_reproduced_on_the_planted_states():
@@ -104,3 +104,13 @@ def test_the_claims_of_timkey_are_reproduced_on_the_planted_states():
     metrics = {"anisotropy": anisotropy_metrics(fed(iso, range(C)))}
     verdicts = {c.id: c.verdict for c in anisotropy_claims(metrics, {})}
     assert all(v.startswith("not measured") for v in verdicts.values())  # no anisotropy
+
+
+
+def test_a_corpus_shorter_than_the_sample_leaves_every_statistic_finite() -> None:
+    """Slots no token fills are marked by a finite key, since a checkpoint refuses NaN and
+    infinite statistics (4 windows of 32 tokens fill 128 of the sample's slots)."""
+    tap = fed(planted(), range(4))
+    assert all(bool(torch.isfinite(v).all()) for v in tap.state_dict().values())
+    assert int((tap.keys < compute.EMPTY).sum()) == 4 * T < compute.SAMPLE
+    assert layer_results(tap)  # the sample's filled slots are read

@@ -41,6 +41,10 @@ GROUPS = 16
 SAMPLE = 256
 """Tokens kept for the standardised cosine (the same tokens in every layer)."""
 
+EMPTY = 2.0
+"""The key of a sample slot no token holds yet (drawn keys lie in [0, 1); a finite marker,
+since a checkpoint refuses non-finite statistics)."""
+
 SEED = 20211107
 """Seeds each window's sampling keys (with the window's row)."""
 
@@ -73,7 +77,7 @@ class AnisotropyTap(HiddenTap):
         self.tokens_sq = torch.zeros(GROUPS, n, dtype=f)
         self.total = torch.zeros(n, d_, dtype=f)
         self.total_sq = torch.zeros(n, d_, dtype=f)
-        self.keys = torch.full((SAMPLE,), float("inf"), dtype=f)
+        self.keys = torch.full((SAMPLE,), EMPTY, dtype=f)
         self.where = torch.full((SAMPLE, 2), -1, dtype=torch.int64)
         self.sample = torch.zeros(n, SAMPLE, d_, dtype=torch.float32)
 
@@ -201,7 +205,7 @@ def _top(cc: np.ndarray, k: int) -> list[tuple[int, float]]:
 def layer_results(tap: AnisotropyTap, shown: int = 5) -> list[LayerResult]:
     """Every layer the capture fed, in order."""
     found = []
-    kept = np.isfinite(tap.keys.numpy())
+    kept = tap.keys.numpy() < EMPTY
     window = tap.where[:, 0].numpy()[kept]
     for layer in range(tap.n_layers):
         n = float(tap.tokens[:, layer].sum())

@@ -55,6 +55,15 @@ class TopTokens(Block):
     score: dict[str, str] | None = None
     """Each scoring in words."""
     readout_norm: str | None = None
+    plain_words: TokenList | None = None
+    """The top whole words without gamma/beta (absent in older runs, or when the vocabulary
+    has too few whole words)."""
+    affine_words: TokenList | None = None
+    """The top whole words with gamma/beta."""
+    readout_has_beta: bool | None = None
+    """Whether the final norm has a beta (an RMSNorm has gamma only)."""
+    zipf_compared: str | None = None
+    """Which lists the Zipf numbers read, in words."""
     mean_english_zipf: dict[str, float | None] | None = None
     """Mean Zipf frequency (log10 per billion words) of each list's top tokens."""
     english_zipf_shift: dict[str, Any] | None = None
