@@ -35,10 +35,9 @@ ROW = re.compile(r"^\| `([^`]+)` \| hidden-state \|", re.M)
 
 WORKER = """
 import contextlib, io, sys, traceback
-sys.path.insert(0, {tests!r})
 from pathlib import Path
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
-from tiny_models import small_tokenizer
+from transformers import AutoTokenizer
 from geomlens.cli import main
 from geomlens.models.tiny import tiny_model
 
@@ -47,23 +46,22 @@ def last(text):
     return lines[-1][:240] if lines else ""
 
 root = Path(sys.argv[1])
-tokenizers = {{}}
+tokenizers = {e: AutoTokenizer.from_pretrained(root / "tokenizers" / str(e)) for e in (0, 1)}
 for model_type in sys.argv[2:]:
     print("START", model_type, flush=True)
     folder = root / model_type
-    encoder = model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
-    tok = tokenizers.setdefault(encoder, small_tokenizer(encoder))
-    sizes = {{"vocab_size": len(tok)}}
+    tok = tokenizers[int(model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)]
+    sizes = {"vocab_size": len(tok)}
     for key in ("bos", "eos", "pad"):
-        if getattr(tok, f"{{key}}_token_id") is not None:
-            sizes[f"{{key}}_token_id"] = getattr(tok, f"{{key}}_token_id")
+        if getattr(tok, f"{key}_token_id") is not None:
+            sizes[f"{key}_token_id"] = getattr(tok, f"{key}_token_id")
     said = io.StringIO()
     try:
         with contextlib.redirect_stderr(said), contextlib.redirect_stdout(said):
             tiny_model(model_type, **sizes).save_pretrained(folder / "model")
             tok.save_pretrained(folder / "model")
     except Exception as exc:
-        said = f"{{type(exc).__name__}}: {{exc}}".splitlines()[0][:200]
+        said = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
         print("DONE", model_type, "BUILD", said, flush=True)
         continue
     args = ["report", "--model", str(folder / "model"), "--contexts", "8", "--length", "16",
@@ -84,6 +82,16 @@ def hidden_types() -> list[str]:
     return ROW.findall((ROOT / "docs" / "models.md").read_text())
 
 
+def save_tokenizers(folder: Path) -> None:
+    """The tests' two small tokenizers (``tiny_models.small_tokenizer``: 0 byte-level BPE,
+    1 WordPiece), trained once here and read by every worker."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from tiny_models import small_tokenizer
+
+    for encoder in (0, 1):
+        small_tokenizer(bool(encoder)).save_pretrained(folder / str(encoder))
+
+
 def lines_of(proc: subprocess.Popen[str], out: queue.Queue[str | None]) -> None:
     assert proc.stdout is not None
     for line in proc.stdout:
@@ -94,7 +102,7 @@ def lines_of(proc: subprocess.Popen[str], out: queue.Queue[str | None]) -> None:
 def worker(types: list[str], root: Path, timeout: float, report: queue.Queue[tuple]) -> None:
     """Run ``types`` in worker processes, one after another, respawning after a timeout
     or a crash; put (type, status, last line, seconds) on ``report`` for each."""
-    code = WORKER.format(tests=str(ROOT / "tests"))
+    code = WORKER
     left = list(types)
     while left:
         proc = subprocess.Popen(
@@ -142,6 +150,7 @@ def main() -> int:
     types = [t for t in args.types.split(",") if t] or hidden_types()
     root = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="hidden-sweep-"))
     root.mkdir(parents=True, exist_ok=True)
+    save_tokenizers(root / "tokenizers")
     jobs = max(1, min(args.jobs, len(types)))
     report: queue.Queue[tuple] = queue.Queue()
     threads = [
