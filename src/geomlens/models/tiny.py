@@ -194,7 +194,28 @@ def fitted(model_type: str, sizes: dict[str, Any]) -> dict[str, Any]:
         value = getattr(default, key, None)
         if key not in out and isinstance(value, int) and value >= vocab:
             out[key] = small
+    out.update(other_vocabularies(default, out, vocab))
     return out
+
+
+def other_vocabularies(default: Any, sizes: dict[str, Any], vocab: int) -> dict[str, int]:
+    """Vocabulary sizes beside ``vocab_size`` (Inkling 2's ``unpadded_vocab_size``, the rows
+    its checkpoints keep) whose default is larger than the tiny vocabulary: set to it, or
+    transformers pads or cuts the embedding by a negative number of rows when it saves."""
+    try:
+        values = default.to_dict()
+    except Exception:  # a config that cannot list itself: nothing fitted
+        return {}
+    return {
+        key: vocab
+        for key, value in values.items()
+        if key.endswith("vocab_size")
+        and key != "vocab_size"
+        and key not in sizes
+        and isinstance(value, int)
+        and not isinstance(value, bool)
+        and value > vocab
+    }
 
 
 PER_LAYER_LIMIT = 4
