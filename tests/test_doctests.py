@@ -20,6 +20,15 @@ MODULES = ("geomlens", "geomlens.api")
 
 COMMANDS = ("capture", "decompose", "sphere", "walk", "concepts", "report")
 
+PURE_MODULES = (
+    "geomlens.stats.rounding",
+    "geomlens.stats.intervals",
+    "geomlens.stats.finite",
+    "geomlens.analyses.common.spectra",
+    "geomlens.reporting.glossary",
+)
+"""Modules whose examples show a pure function on small numbers (no model, no files)."""
+
 
 def examples(name: str) -> list[doctest.DocTest]:
     """The docstrings of module ``name`` (and of what it defines) that hold examples."""
@@ -53,3 +62,13 @@ def test_every_entry_function_has_an_example():
     for function in (*COMMANDS, "load_model", "activations"):
         assert f"geomlens.{function}(" in source, function
     assert "result.layers()" in source and "result.figures" in source  # a Result read
+
+
+@pytest.mark.parametrize("name", PURE_MODULES)
+def test_pure_examples(name, tmp_path, monkeypatch):
+    """Each pure module's examples print what they show and write nothing."""
+    monkeypatch.chdir(tmp_path)
+    module = importlib.import_module(name)
+    failed, attempted = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert attempted >= 1 and failed == 0, name
+    assert list(tmp_path.iterdir()) == []

@@ -69,9 +69,10 @@ def test_every_hook_is_put_on_in_the_one_hook_module():
     """capturing/hooks.py is the one place a forward hook is registered on a model; the
     capture, its taps and the analyses use its recorders. The on-load check
     (models/check.py) and the hidden-state tier's reader of a model's own forward pass
-    (models/hidden_tier.py) sit below capture in the import order and keep their own."""
+    (models/hidden_tier.py) sit below capture in the import order and keep their own;
+    capturing/edits.py is the one place a hook changes what a forward pass computes."""
     found = []
-    below = ("models/check.py", "models/hidden_tier.py")
+    below = ("models/check.py", "models/hidden_tier.py", "capturing/edits.py")
     for path in sorted((ROOT / "src" / "geomlens").rglob("*.py")):
         rel = path.relative_to(ROOT).as_posix()
         if rel == "src/geomlens/capturing/hooks.py" or rel in [f"src/geomlens/{b}" for b in below]:

@@ -22,6 +22,7 @@ from geomlens.analyses.attention.qk_basis import (
     head_qk,
     head_qk_factors,
     qk_positional_basis,
+    qk_rank,
     rotation,
     share_in,
     whole_qk,
@@ -228,7 +229,7 @@ def test_whole_matrix_fit_matches_the_dense_fit_and_recovers_a_planted_structure
 def test_qk_basis_real_smollm2(smollm2_eager: ModelView, smollm2_layer) -> None:
     _, _, acc = smollm2_layer
     stats = acc.finalize(3, skip_first=True)
-    r = qk_positional_basis(smollm2_eager, 3, stats, k=10, heads=[0, 4])
+    r = qk_positional_basis(smollm2_eager, 3, stats, k=10, rank=2, heads=[0, 4])
     assert [h.head for h in r.heads] == [0, 4] and r.singular_values.shape == (10,)
     for h in r.heads:
         assert h.matrix.shape == (10, 10)
@@ -238,6 +239,12 @@ def test_qk_basis_real_smollm2(smollm2_eager: ModelView, smollm2_layer) -> None:
         assert 0.0 <= h.whole.in_basis <= 1.0
     W_Q, W_K = head_qk_factors(smollm2_eager, 3)
     torch.testing.assert_close(W_Q @ W_K.transpose(1, 2), head_qk(smollm2_eager, 3))
+    # by default each head takes its own ScreeNOT rank, in every fit and baseline
+    own = qk_positional_basis(smollm2_eager, 3, stats, k=10, heads=[0, 4])
+    assert own.rank is None
+    for h in own.heads:
+        assert h.rank == qk_rank(Factored(W_Q[h.head].numpy(), W_K[h.head].numpy()))
+        assert h.whole is not None and h.whole.rank == h.rank
     assert {"whole_residual", "whole_low_rank_in_basis"} <= set(r.to_dict()["heads"][0])
     rot = qk_positional_basis(smollm2_eager, 3, stats, k=10, heads=[0], rotary_offset=5)
     assert not np.allclose(rot.heads[0].matrix, r.heads[0].matrix)
@@ -318,3 +325,38 @@ def test_gpt2_layernorm_parts_sum_to_real_logits() -> None:
     causal = torch.ones(16, 16, dtype=torch.bool).tril()
     probs = torch.softmax(total.masked_fill(~causal, float("-inf")), -1)
     torch.testing.assert_close(probs, _hf_probs(view, ids, 1), atol=2e-5, rtol=1e-4)
+
+
+def test_qk_basis_equals_the_dense_w_qk_without_forming_it() -> None:
+    """The positional-basis W_QK and its share, computed from the factors (no [H, d, d]
+    product, no [d, d] gain), equal the dense formula G W_Q W_K^T G^T with LayerNorm's
+    centring written as a matrix (tiny random GPT-2, gains off 1)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from geomlens.analyses.attention.qk_basis import positional_basis
+    from geomlens.models.families.gpt2 import GPT2
+
+    config = GPT2Config(vocab_size=50, n_positions=16, n_embd=32, n_layer=2, n_head=4)
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel._from_config(config, attn_implementation="eager").eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.ndim == 1:
+                p.add_(0.2 * torch.randn_like(p))
+    view = GPT2.build(model.requires_grad_(False), None, "tiny", "memory")
+    ids = torch.randint(0, 50, (6, 16), generator=torch.Generator().manual_seed(1))
+    acc = DecompositionAccumulator([1], 6, 16, 32, second_moment=False)
+    acc.update(CapturedBatch(hidden=hidden_states(view, ids, [1]), context_index=torch.arange(6)))
+    stats = acc.finalize(1)
+    basis = qk_positional_basis(view, 1, stats, k=4, whole_matrix=False)
+
+    block = view.blocks[1]
+    w, gain = block.heads(), block.attn_input_norm.weight.double()
+    G = (torch.eye(32, dtype=torch.float64) - 1.0 / 32) @ torch.diag(gain)
+    dense = (G @ w.W_Q.double()) @ (G @ w.W_K.double()).transpose(1, 2)  # [H, d, d]
+    U = torch.as_tensor(positional_basis(stats, 4)[0])
+    for head in basis.heads:
+        want = U.T @ dense[head.head] @ U
+        np.testing.assert_allclose(head.matrix, want.numpy(), rtol=1e-9, atol=1e-12)
+        share = float(torch.linalg.norm(want) / torch.linalg.norm(dense[head.head]))
+        assert head.share_in_basis == pytest.approx(share, rel=1e-9)

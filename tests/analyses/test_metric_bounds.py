@@ -46,7 +46,12 @@ BOUNDS: dict[str, tuple[float, float]] = {
     ),
     "ctx_cluster_ari": (-1.0, 1.0),
     **dict.fromkeys(
-        ("pos_stable_rank", "pos_stable_rank_corrected", "pos_stable_rank_noise"),
+        (
+            "pos_stable_rank",
+            "pos_stable_rank_corrected",
+            "pos_stable_rank_noise",
+            "pos_rank_margin",
+        ),
         (1.0, math.inf),
     ),
     **dict.fromkeys(

@@ -15,6 +15,7 @@ from threadpoolctl import threadpool_limits
 from geomlens.analyses.decomposition import incoherence, intervals, planted
 from geomlens.analyses.decomposition import position_noise as pn
 from geomlens.analyses.decomposition.claims import COHERENCE_FACTOR, LOW_RANK, position_claims
+from geomlens.reporting import guards
 
 
 @pytest.fixture(autouse=True)
@@ -127,6 +128,41 @@ def test_the_rank_count_decides_only_where_it_can_see_a_rank_above_twenty(
         assert verdicts(faint)["song.pos_low_rank"].verdict != "reproduced"
     quiet = planted.plant(0, 0.05, rank=8, low_share=0.8, length=100, d=64)
     assert verdicts(quiet)["song.pos_low_rank"].verdict == "reproduced"
+
+
+@pytest.mark.parametrize("tail", list(planted.TAILS))
+def test_the_rank_claim_keeps_its_error_on_flat_and_decaying_tails(tail: str) -> None:
+    """A rank-25 P whose direction energies are flat within their bands, or fall as 1/k or
+    1/k^2, at noise shares under the noise guard where the floor lets the count decide: the
+    count can stop at <= 20 where the tail runs into the floor, and the gap guard (weakest
+    counted direction at least twice the floor) leaves those open, so no draw is called
+    low-rank. A rank-8 P with the same tail is still decided where its last direction
+    stands clear of the floor (flat, 1/k)."""
+    decay = planted.TAILS[tail]
+    for seed in range(3):
+        for share in (0.035, 0.06):
+            corpus = planted.plant(seed, share, rank=25, low_share=0.7, length=100, decay=decay)
+            drawn = planted.rank_draw(corpus)
+            assert drawn is not None and drawn.verdict != "reproduced"
+    if tail == "1/k^2":
+        # what the gap guard is for: without it the count (about 8) is called low-rank
+        corpus = planted.plant(0, 0.035, rank=25, low_share=0.7, length=100, decay=decay)
+        drawn = planted.rank_draw(corpus)
+        assert drawn is not None and drawn.rank <= LOW_RANK
+        assert (drawn.verdict, drawn.verdict_without_gap) == ("inconclusive", "reproduced")
+    else:
+        quiet = planted.plant(0, 0.035, rank=8, low_share=0.7, length=100, decay=decay)
+        drawn = planted.rank_draw(quiet)
+        assert drawn is not None and drawn.verdict == "reproduced"
+
+
+def test_the_gap_guard_leaves_a_count_above_the_bound_decided() -> None:
+    """A count above 20 is biased low, never high: it decides "not reproduced" however
+    close its weakest direction is to the floor."""
+    assert guards.no_gap(1.1, 2.0, 25, LOW_RANK) is None
+    assert guards.no_gap(2.5, 2.0, 8, LOW_RANK) is None
+    fired = guards.no_gap(1.1, 2.0, 8, LOW_RANK)
+    assert fired is not None and fired.name == "no gap"
 
 
 def coherence_corpus(shared: float, seed: int = 0) -> planted.PlantedCorpus:

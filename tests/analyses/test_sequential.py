@@ -10,6 +10,7 @@ from threadpoolctl import threadpool_limits
 
 from geomlens.analyses.common import spectra
 from geomlens.analyses.decomposition import intervals, position_noise, sequential
+from geomlens.config.options import AUTO_MAX_CONTEXTS
 from geomlens.engines.merge import extend
 from geomlens.stats import CapturedBatch, DecompositionAccumulator
 
@@ -145,7 +146,22 @@ def test_the_schedule_doubles_within_the_corpus():
     assert sequential.looks(128, 2225) == (128, 256, 512, 1024, 2048)
     assert sequential.looks(128, 600) == (128, 256, 512)
     assert sequential.looks(128, 100) == (100,)
+    assert sequential.looks(128, 10_000) == (128, 256, 512, 1024, 2048, 4096, 8192)
+    # the default --max-contexts is the last of the five looks the spending was checked on
+    assert sequential.looks(128, AUTO_MAX_CONTEXTS) == sequential.looks(128, 10**6, LOOKS)
     assert sequential.level(5) == pytest.approx(0.99)
+
+
+def test_the_page_says_a_run_was_cut_short():
+    """The page's line names the budget's cut and that the verdicts are a shorter run's;
+    a run stopped at its last look names --max-contexts."""
+    record = {"looks": [128], "contexts": 128, "planned": [128, 256], "level": 0.975}
+    cut = {**record, "stopped": "budget", "cut_short": "cut short by the wall-clock safety"}
+    line = sequential.auto_contexts_reading({"decomposition": {"auto_contexts": cut}})
+    assert line is not None and "cut it short: cut short by the wall-clock safety" in line
+    last = {**record, "stopped": "last look"}
+    line = sequential.auto_contexts_reading({"decomposition": {"auto_contexts": last}})
+    assert line is not None and "(--max-contexts)" in line
 
 
 def test_a_capture_extended_by_a_chunk_is_the_capture_of_both():
@@ -188,3 +204,44 @@ def test_the_windows_of_a_look_are_the_first_of_the_next(minilm, bbc):
         )
         fixed = make_windows(bbc, minilm.tokenizer, 256, 32, seed=3, balance=balance)
         assert set(window_range(grown, 0, 256).doc_ids) == set(fixed.doc_ids)
+
+
+def random_accumulator(n: int = 64, length: int = 12, d: int = 8) -> DecompositionAccumulator:
+    """Two layers of random hidden states with interval groups (no outlier window)."""
+    torch.manual_seed(1)
+    layers = [0, 1]
+    acc = DecompositionAccumulator(layers, n, length, d, True, groups=GROUPS)
+    hidden = {layer: torch.randn(n, length, d) for layer in layers}
+    acc.update(CapturedBatch(hidden, torch.arange(n)))
+    return acc
+
+
+def test_a_look_tests_only_the_claims_still_undecided(monkeypatch):
+    """A claim an earlier look decided keeps its verdict; when only the counted claim (no
+    interval) is left, the look draws no half-samples, and its verdict is the one the
+    look with draws gives."""
+    acc = random_accumulator()
+    calls: list[int] = []
+    real = sequential.draw_numbers
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sequential, "draw_numbers", counted)
+    first = sequential.RULE.look(acc, None, None, 4, 0.99, {})
+    assert len(calls) == len(acc.layers) and "song.pos_low_rank" in first.verdicts
+    rank = first.verdicts["song.pos_low_rank"]
+    calls.clear()
+    earlier = {
+        c: "inconclusive" if c in sequential.COUNTED else "reproduced" for c in first.verdicts
+    }
+    later = sequential.RULE.look(acc, None, None, 4, 0.99, {}, earlier)
+    assert calls == []  # the counted claim alone waits: no half-samples drawn
+    assert later.verdicts == {**earlier, "song.pos_low_rank": rank}
+    assert later.undecided == ([] if rank != "inconclusive" else ["song.pos_low_rank"])
+    pending = {**earlier, "song.incoherence": "inconclusive"}
+    again = sequential.RULE.look(acc, None, None, 4, 0.99, {}, pending)
+    assert len(calls) == len(acc.layers)  # an interval claim waits: the draws are taken
+    assert again.verdicts["song.pos_low_frequency"] == "reproduced"  # kept
+    assert again.verdicts["song.incoherence"] == first.verdicts["song.incoherence"]

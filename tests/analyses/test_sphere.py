@@ -355,7 +355,17 @@ def test_english_zipf_orders_common_words_and_shift_interval(smollm2):
     tokens = token_strings(smollm2)
     zipf = english_zipf(tokens)
     top = sph.top_tokens(smollm2, tokens, None, k=10, zipf=zipf, seed=3)
-    affine, plain = (zipf[top.tables[key]["top_ids"]].mean() for key in ("affine", "plain"))
+    # the claim's lists: the top whole words, ranked as the whole vocabulary is
+    words = sph.whole_words(tokens, zipf)
+    assert top.compared == sph.WHOLE_WORDS and top.readout_has_beta is False  # RMSNorm
+    for key in ("affine", "plain"):
+        ranked = [i for i in top.tables[key]["top_ids"] if words[i]]
+        listed = top.tables[f"{key}_words"]["top_ids"]
+        assert all(words[i] for i in listed) and listed[: len(ranked)] == ranked
+        assert all(tokens[i].startswith(" ") for i in listed)
+    affine, plain = (
+        zipf[top.tables[key]["top_ids"]].mean() for key in ("affine_words", "plain_words")
+    )
     shift = top.zipf_shift
     assert shift is not None and shift["value"] == pytest.approx(affine - plain, abs=1e-6)
     assert shift["low"] <= shift["value"] <= shift["high"] and shift["n_boot"] == 1000

@@ -298,6 +298,9 @@ def test_run_walk_folder_and_determinism(smollm2_eager: ModelView, tmp_path):
     assert walk["refactor"]["max_rel_err"] <= 1e-5
     assert set(walk["decoding"]) == {"greedy", "sample"}
     assert 0 <= walk["kernels"]["negative_self_bias_fraction"] <= 1
+    control = walk["encoding"]["control"]  # the shuffled text's walk, read as the walk's
+    assert "shuffled at token level" in control["kind"] and control["seed"] == config.seed
+    assert 0 <= control["frac_never_leave"] <= 1 and control["frac_never_leave_ci"]["n"] > 0
     tensors = load_file(str(run.path / "similarity.safetensors"))
     L = smollm2_eager.n_layers
     assert tensors["input_ids"].shape == (len(smollm2_eager.tokenizer(SHORT)["input_ids"]),)

@@ -78,6 +78,10 @@ def test_attention_parts_add_up_to_the_real_logits(minilm_run, smol_run):
                 assert sum(head) == pytest.approx(1.0, abs=1e-9)
         for block in attention["qk_basis"]:
             assert all(0 <= h["residual"] <= 1 for h in block["heads"])
+            assert block["rank"] is None and all(h["rank"] >= 0 for h in block["heads"])
+        # W_QK of every block (every captured layer but the last, which is no block's input)
+        n_blocks = len(run.metrics["decomposition"]["layers"]) - 1
+        assert [b["layer"] for b in attention["qk_basis"]] == list(range(n_blocks))
 
 
 def test_smollm2_position_zero_view_and_induction_heads(smol_run):

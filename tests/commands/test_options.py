@@ -15,6 +15,7 @@ import geomlens.api.commands as api
 from geomlens.capturing.capture import CaptureConfig
 from geomlens.cli import build_parser, command_module
 from geomlens.config.options import (
+    AUTO_MAX_CONTEXTS,
     DEFAULTS,
     OPTIONS,
     CaptureArguments,
@@ -34,6 +35,7 @@ FLAGS = [
     "--text-column",
     "--label-column",
     "--contexts",
+    "--max-contexts",
     "--budget",
     "--length",
     "--layers",
@@ -61,7 +63,7 @@ FLAGS = [
     "--activations-dir",
 ]
 """The capture options' flags, in the order of ``--help`` (as they were written out by hand,
-and ``--budget`` of ``--contexts auto``)."""
+and ``--max-contexts``, ``--budget`` of ``--contexts auto``)."""
 
 
 def test_the_default_of_contexts_is_written_once_in_src():
@@ -150,9 +152,9 @@ def test_contexts_auto_is_the_first_look_and_a_budget_in_the_run_config():
     from geomlens.analyses.decomposition.command import DecomposeConfig
     from geomlens.pipeline.request import AutoContexts
 
-    argv = ["decompose", "--contexts", "auto", "--budget", "5"]
+    argv = ["decompose", "--contexts", "auto", "--budget", "5", "--max-contexts", "512"]
     made = DecomposeConfig.of(capture_options(build_parser(argv).parse_args(argv), "skip_first"))
-    assert made.auto_contexts and made.budget == 5.0
+    assert made.auto_contexts and made.budget == 5.0 and made.max_contexts == 512
     assert made.capture.contexts == CaptureConfig().contexts
     plain = ["decompose", "--contexts", "64"]
     fixed = DecomposeConfig.of(capture_options(build_parser(plain).parse_args(plain), "skip_first"))
@@ -161,10 +163,20 @@ def test_contexts_auto_is_the_first_look_and_a_budget_in_the_run_config():
     assert request.auto is not None and request.auto.rule is sequential.RULE
     identity = request.identity()
     assert identity["contexts"] == "auto" and identity["budget"] == 5.0
+    assert identity["max_contexts"] == AUTO_MAX_CONTEXTS
     assert registry.run_request("decompose", fixed.capture, "out").identity()["contexts"] == 64
 
 
-@pytest.mark.parametrize("argv", [["--contexts", "many"], ["--budget", "0"], ["--budget", "nan"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--contexts", "many"],
+        ["--budget", "0"],
+        ["--budget", "nan"],
+        ["--max-contexts", "1"],
+        ["--max-contexts", "many"],
+    ],
+)
 def test_contexts_and_budget_refuse_what_they_cannot_read(argv):
     from geomlens.cli import UsageError
 
@@ -193,6 +205,16 @@ def test_a_budget_with_fixed_contexts_is_refused_in_one_sentence(tmp_path, capsy
     assert "--budget bounds only --contexts auto" in err
     with pytest.raises(GeomlensError, match="--budget bounds only --contexts auto"):
         api.capture(contexts=8, budget=5.0, out=str(out))
+    assert not out.exists()
+
+
+def test_max_contexts_with_fixed_contexts_is_refused_in_one_sentence(tmp_path):
+    """--max-contexts bounds only --contexts auto: the API refuses it before anything loads."""
+    from geomlens.errors import GeomlensError
+
+    out = tmp_path / "run"
+    with pytest.raises(GeomlensError, match="--max-contexts bounds only --contexts auto"):
+        api.capture(contexts=8, max_contexts=64, out=str(out))
     assert not out.exists()
 
 

@@ -115,6 +115,15 @@ def test_the_small_copies_are_the_start_of_the_full_tasks(bigbench_data):
         assert small.items == whole.items[:kept], name
 
 
+@pytest.mark.bigbench
+def test_the_packaged_step_inference_is_the_start_of_the_full_task(bigbench_data):
+    from importlib import resources
+
+    packaged = load_task(str(resources.files("geomlens") / "data" / "step_inference_200.json"))
+    full = load_task("step_inference", bigbench_data)
+    assert packaged.items == full.items[:200]
+
+
 @pytest.mark.parametrize(
     ("content", "phrase"),
     [
@@ -373,6 +382,9 @@ def test_sweep_resumes_from_cache_and_metrics_are_deterministic(smollm2, tmp_pat
     assert sanity["loglik_max_abs_diff_vs_baseline"] <= 1e-4 and sanity["normalised_vs_acc"] == 1.0
     assert run.manifest["schemes_computed"] == 2
     assert 0 <= m["baseline"]["no_context"]["acc"] <= 1  # the choices scored without context
+    test = m["baseline"]["context_test"]  # the baseline against it, paired over the items
+    assert test["n"] == 2 and test["qualifies"] is False  # two items decide nothing
+    assert all("retained_gain" in s and "retained_gain_ci" in s for s in m["schemes"].values())
     lines = (out / "predictions.jsonl").read_text().splitlines()
     assert [json.loads(x)["index"] for x in lines] == [0, 1]
     assert all(len(json.loads(x)["no_context_scores"]) == 4 for x in lines)

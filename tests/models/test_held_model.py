@@ -211,6 +211,48 @@ def test_wrapped_models_are_unwrapped_or_refused(capsys):
         load_model(NnsightModel(ghost, tokenizer))
 
 
+class Component(torch.nn.Module):
+    """Stands in for a TransformerLens bridge component: it takes a transformers module's
+    place in its parent, keeps that module as ``_original_component`` and hooks itself."""
+
+    def __init__(self, original):
+        super().__init__()
+        self._original_component = original
+        self.register_forward_hook(lambda module, args, out: None)
+
+    def forward(self, *args, **kwargs):
+        return self._original_component(*args, **kwargs)
+
+
+def test_a_bridged_model_is_read_as_transformers_built_it():
+    model, tokenizer = tiny_llama(), small_tokenizer(False)
+    bridged = tiny_llama()
+    for k, layer in enumerate(bridged.model.layers):
+        layer.self_attn = Component(layer.self_attn)
+        bridged.model.layers[k] = Component(layer)
+    view = load_model(Bridge(bridged, tokenizer))
+    assert view.model is not bridged
+    assert not any(hasattr(m, "_original_component") for m in view.model.modules())
+    names = dict(view.model.named_parameters())
+    for name, weight in model.named_parameters():
+        assert torch.equal(names[name], weight)
+    shared = bridged.model.layers[0]._original_component.mlp.down_proj.weight
+    assert names["model.layers.0.mlp.down_proj.weight"] is shared  # not copied
+    assert isinstance(bridged.model.layers[0], Component)  # the user's model as it was
+    assert len(bridged.model.layers[0]._forward_hooks) == 1
+    got = geomlens.activations(view, TEXTS)
+    want = geomlens.activations(model, TEXTS, tokenizer=tokenizer)
+    for a, b in zip(got.hidden_states, want.hidden_states, strict=True):
+        torch.testing.assert_close(a, b)
+
+
+def test_nnsight_keeps_its_model_as_module(capsys):
+    model, tokenizer = tiny_llama(), small_tokenizer(False)
+    envoy = type("Envoy", (), {"_module": model, "tokenizer": tokenizer})()  # nnsight >= 0.5
+    assert load_model(envoy).model is model
+    assert "nnsight's LanguageModel" in capsys.readouterr().err
+
+
 def test_a_model_in_memory_is_neither_moved_nor_cast():
     model, tokenizer = tiny_llama(), small_tokenizer(False)
     with pytest.raises(GeomlensError, match="does not cast a model it is given"):

@@ -299,6 +299,48 @@ def test_gamma_beta_unchanged_lists_answer_the_claim_and_guards_unscorable_token
     assert rare.verdict == "reproduced"
 
 
+def test_gamma_beta_guards_come_before_unchanged_lists_and_the_scope_names_a_missing_beta() -> None:
+    # unchanged lists of word pieces wordfreq does not know decide nothing (the shortcut
+    # "unchanged, so not reproduced" waits for the guards)
+    pieces = (",", ".", "ing", "!!", "?", "##", "the", "of", ";", ":")
+    top = sphere(0.0, -0.5, 0.8, plain_ids=tuple(range(10)), tokens=pieces)
+    top["sphere"]["top_tokens"]["affine"]["top"] = list(pieces)
+    unscorable = by_id(top, DECODER)[GAMMA]
+    assert unscorable.verdict == "inconclusive" and unscorable.guard == "unscorable"
+    # an RMSNorm's final norm: gamma only, and the scope and rule say so
+    rms = sphere(1.5, 0.7, 2.3)
+    rms["sphere"]["top_tokens"].update(readout_has_beta=False, readout_norm="final_norm")
+    gamma = by_id(rms, DECODER)[GAMMA]
+    assert "has no beta (gamma only" in gamma.scope and "half of the claim" in gamma.scope
+    assert "with gamma minus without" in gamma.rule
+    assert "no beta" not in by_id(sphere(1.5, 0.7, 2.3), DECODER)[GAMMA].scope
+    # whole-word lists, where the run kept them, are what the claim compares
+    words = sphere(1.5, 0.7, 2.3, plain_ids=tuple(range(10)))
+    words["sphere"]["top_tokens"].update(
+        affine_words={"top_ids": list(range(30, 40)), "top": ["the"] * 10},
+        plain_words={"top_ids": list(range(50, 60)), "top": ["of"] * 10},
+        zipf_compared="whole words",
+    )
+    compared = by_id(words, DECODER)[GAMMA]
+    assert compared.verdict == "reproduced" and "top-10 whole words" in compared.rule
+
+
+def test_whole_words_start_a_word_are_letters_and_are_known() -> None:
+    from geomlens.analyses.sphere.compute import whole_words
+
+    tokens = [" the", "the", " 12", " elig", " Paris", "ing", " qzx", " "]
+    zipf = np.array([7.7, 7.7, 4.0, 1.2, 5.0, 2.0, 0.0, 0.0])
+    listed = {"the", "Paris"}.__contains__
+    assert whole_words(tokens, zipf, listed).tolist() == [
+        True, False, False, False, True, False, False, False
+    ]  # fmt: skip
+    pytest.importorskip("wordfreq")
+    # wordfreq's own list: a word's first piece is not a word, the word is
+    assert whole_words([" elig", " eligible", " Paris"], np.ones(3)).tolist() == [
+        False, True, True
+    ]  # fmt: skip
+
+
 def test_the_identity_is_listed_apart_and_gamma_beta_is_scoped_to_language_models() -> None:
     found = by_id(sphere(1.5, 0.7, 2.3), ENCODER)
     identity = found["molina.layernorm_sphere"]
@@ -387,12 +429,16 @@ def test_t5_bias_tables_are_judged_at_the_papers_own_numbers() -> None:
 # ------------------------------------------------------------------ concept space
 
 
+CONTEXT_USED = {"n": 40, "baseline_only": 9, "no_context_only": 1, "p": 0.021, "alpha": 0.05}
+
+
 def concepts(schemes: dict, acc: float = 0.5, ci=(0.4, 0.6), none: float = 0.02) -> dict:
     baseline = {
         "acc": acc,
         "acc_ci": list(ci),
         "chance": 1 / 3,
         "no_context": {"acc": none},
+        "context_test": {**CONTEXT_USED, "qualifies": True},
     }
     return {"concepts": {"headline": "normalised_vs_acc", "schemes": schemes, "baseline": baseline}}
 
@@ -406,8 +452,16 @@ OTHER = {
     "normalised_vs_acc": 0.9,
     "normalised_vs_acc_ci": [0.63, 1.24],
     "loglik_max_abs_diff_vs_baseline": 12.3,
+    "acc_ci": [0.35, 0.6],
+    "retained_gain": 0.88,
+    "retained_gain_ci": [0.6, 1.25],
 }
-LOW = {"normalised_vs_acc": 0.3, "normalised_vs_acc_ci": [0.2, 0.36]}
+LOW = {
+    "normalised_vs_acc": 0.3,
+    "normalised_vs_acc_ci": [0.2, 0.36],
+    "retained_gain": 0.1,
+    "retained_gain_ci": [-0.2, 0.4],
+}
 
 
 def test_a_scheme_that_gives_back_its_input_never_decides_the_concept_claim() -> None:
@@ -558,3 +612,49 @@ def test_bootstrap_difference_covers_a_planted_difference_about_95_percent() -> 
         d = mean_difference(a, b, seed)
         hits.append(d["low"] <= 0.5 <= d["high"])
     assert 0.90 <= np.mean(hits) <= 0.98
+
+
+def walk_with_control(never: float, ci: tuple, control: float | None, control_ci: tuple) -> dict:
+    """A decoder walk whose never-leave fraction has a block-bootstrap interval, with the
+    control walk of the shuffled text beside it (None: no control)."""
+    encoding: dict = {
+        "cos": {
+            "frac_never_leave": never,
+            "frac_never_leave_ci": {"low": ci[0], "high": ci[1], "method": "b", "n_boot": 1000},
+        },
+        "n_positions": 300,
+    }
+    if control is not None:
+        encoding["control"] = {
+            "kind": "the same model on the walk text shuffled at token level",
+            "seed": 0,
+            "frac_never_leave": control,
+            "frac_never_leave_ci": {"low": control_ci[0], "high": control_ci[1]},
+        }
+    return {"walk": {**WALK, "encoding": encoding}}
+
+
+def test_the_walk_leaves_only_when_it_leaves_more_often_than_its_control() -> None:
+    leaves = "singh.walk_leaves"
+    beats = by_id(walk_with_control(0.05, (0.02, 0.09), 0.4, (0.3, 0.5)), DECODER)[leaves]
+    assert beats.verdict == "reproduced" and "shuffled text (control): 0.40" in beats.value
+    # the control equals the model: leaving is what any pass does, not reading the text
+    same = by_id(walk_with_control(0.05, (0.02, 0.09), 0.05, (0.02, 0.09)), DECODER)[leaves]
+    assert same.verdict == "inconclusive" and same.guard == "control"
+    assert "not below it by their intervals" in same.why
+    close = by_id(walk_with_control(0.05, (0.02, 0.12), 0.2, (0.1, 0.3)), DECODER)[leaves]
+    assert close.verdict == "inconclusive" and close.guard == "control"
+    # a run with no control withholds "reproduced"; a walk that stays is not reproduced
+    alone = by_id(walk_with_control(0.05, (0.02, 0.09), None, ()), DECODER)[leaves]
+    assert alone.verdict == "inconclusive" and "no control text" in alone.why
+    stays = by_id(walk_with_control(0.9, (0.85, 0.95), 0.9, (0.85, 0.95)), DECODER)[leaves]
+    assert stays.verdict == "not reproduced"
+
+
+def test_the_control_walk_shuffles_the_same_tokens_and_keeps_the_first() -> None:
+    from geomlens.analyses.walk.walks import shuffled_ids
+
+    ids = torch.arange(100, 140)
+    mixed = shuffled_ids(ids, 3)
+    assert mixed[0] == 100 and sorted(mixed.tolist()) == ids.tolist()
+    assert not torch.equal(mixed, ids) and torch.equal(mixed, shuffled_ids(ids, 3))

@@ -4,7 +4,8 @@ its final analysis captures nothing again; the resumed run writes the metrics.js
 an uninterrupted one (no wall-clock time in it: that is in the manifest's timing); the
 activation shards of every chunk read as one store, each equal to Hugging Face's hidden
 states of its windows; a corpus too small is refused, or stops with nothing to decide; a
-budget too small for more than one look says so.
+budget too small for more than one look says it cut the run short; a simulated slow machine
+stops at the same windows with the same verdicts; ``--max-contexts`` ends the schedule.
 
 The looks use a stub rule that never decides (so every planned chunk is captured) and runs
 no forward pass of its own, so that the forward passes counted are the capture's alone."""
@@ -12,8 +13,9 @@ no forward pass of its own, so that the forward passes counted are the capture's
 from __future__ import annotations
 
 import json
+import time
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +24,13 @@ import torch
 from tiny_models import VOCAB, char_tokenizer
 
 import geomlens.capturing.capture as capture_module
+import geomlens.pipeline.auto as auto_module
 from geomlens.analyses import registry
 from geomlens.analyses.decomposition import sequential
 from geomlens.capturing.capture import CaptureConfig
 from geomlens.capturing.store import ActivationStore
 from geomlens.cli import main
+from geomlens.config.options import AUTO_BUDGET
 from geomlens.pipeline.request import AutoContexts
 from geomlens.pipeline.run import run
 
@@ -48,7 +52,7 @@ class NeverDecided:
     def level(self, n_looks: int) -> float:
         return 0.95
 
-    def look(self, acc, view, windows, batch_size, coverage, model) -> sequential.Look:
+    def look(self, acc, view, windows, batch_size, coverage, model, earlier=None):
         return sequential.Look(acc.n_contexts, {"x": "inconclusive"}, ["x"])
 
     def finishing(self, coverage: float) -> Any:
@@ -205,16 +209,95 @@ def test_the_shards_of_every_chunk_read_as_one_store(tiny, tmp_path, forwards):
 
 
 def test_a_budget_spent_by_the_first_look_says_so(tiny, tmp_path, forwards, capsys):
+    """The wall-clock safety cuts the run short and says so in stderr, the finishing
+    lines, the manifest and metrics.json (with the budget it spent)."""
     docs = corpus(tmp_path, 70)
     made = request(tiny, docs, tmp_path / "run")
-    from dataclasses import replace
 
-    run(replace(made, auto=replace(made.auto, budget_minutes=1e-9)))
+    done = run(replace(made, auto=replace(made.auto, budget_minutes=1e-9)))
     err = capsys.readouterr().err
     assert "the first look always runs" in err and "stopped: budget" in err
+    assert "cut short by the wall-clock safety --budget" in err
     assert len(forwards) == 4  # the first chunk only
     record = json.loads((tmp_path / "run" / "metrics.json").read_text())["capture"]
-    assert record["auto_contexts"]["looks"] == [LOOKS[0]]
+    auto = record["auto_contexts"]
+    assert auto["looks"] == [LOOKS[0]] and auto["budget_minutes"] == 1e-9
+    assert auto["cut_short"].startswith(
+        f"cut short by the wall-clock safety --budget (1e-09 min) "
+        f"at {LOOKS[0]} of the {LOOKS[-1]} planned windows"
+    )
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["auto_contexts"]["cut_short"] == auto["cut_short"]
+    assert registry.summary_lines("capture", done)[-1] == f"--contexts auto: {auto['cut_short']}"
+
+
+class SlowClock:
+    """A machine ``minutes`` slower per chunk: the auto loop's clock jumps that far ahead
+    (and the chunk's capture reports that many more seconds) at every chunk."""
+
+    def __init__(self, minutes: float) -> None:
+        self.ahead, self.step = 0.0, 60.0 * minutes
+
+    def perf_counter(self) -> float:
+        return time.perf_counter() + self.ahead
+
+    def capture(self, real: Any) -> Any:
+        def slow(job, engine):
+            acc, spent = real(job, engine)
+            self.ahead += self.step
+            return acc, {**spent, "seconds": spent.get("seconds", 0.0) + self.step}
+
+        return slow
+
+
+def test_a_slow_machine_stops_at_the_same_windows_with_the_same_verdicts(
+    tiny, tmp_path, monkeypatch
+):
+    """The looks stop at a number of windows: the real rule on the same data and seed
+    stops at the same look with the same verdicts, and writes the same metrics.json bytes,
+    whether each chunk takes a moment or 8 minutes (24 minutes in all: past the 20 minutes
+    a wall-clock stop once spent, within the safety's default)."""
+    docs = corpus(tmp_path, 70)
+
+    def auto_run(out: Path) -> dict[str, Any]:
+        made = CaptureConfig(
+            model=str(tiny), corpus=str(docs), contexts=LOOKS[0], length=8, batch_size=BATCH
+        )
+        req = registry.run_request(
+            "capture",
+            made,
+            out,
+            auto=AutoContexts(AUTO_BUDGET),
+            progress=False,
+        )
+        run(req)
+        return json.loads((out / "manifest.json").read_text())
+
+    quick = auto_run(tmp_path / "quick")
+    clock = SlowClock(8.0)
+    monkeypatch.setattr(auto_module, "time", clock)
+    monkeypatch.setattr(auto_module, "engine_capture", clock.capture(auto_module.engine_capture))
+    slow = auto_run(tmp_path / "slow")
+    assert slow["timing"]["auto_contexts"]["minutes"] >= 8.0 * len(slow["auto_contexts"]["looks"])
+    assert slow["timing"]["auto_contexts"]["minutes"] > 20.0
+    assert slow["auto_contexts"]["stopped"] == quick["auto_contexts"]["stopped"] != "budget"
+    assert slow["auto_contexts"]["looks"] == quick["auto_contexts"]["looks"]
+    assert slow["auto_contexts"]["verdicts"] == quick["auto_contexts"]["verdicts"]
+    assert "cut_short" not in slow["auto_contexts"]
+    metrics = (tmp_path / "slow" / "metrics.json").read_bytes()
+    assert metrics == (tmp_path / "quick" / "metrics.json").read_bytes()
+
+
+def test_the_looks_stop_at_max_contexts(tiny, tmp_path, forwards):
+    """--max-contexts cuts the schedule to the doublings within it: 16 and 32 of 70."""
+    docs = corpus(tmp_path, 70)
+    made = request(tiny, docs, tmp_path / "run")
+    run(replace(made, auto=replace(made.auto, max_contexts=40)))
+    record = json.loads((tmp_path / "run" / "metrics.json").read_text())["capture"]
+    auto = record["auto_contexts"]
+    assert auto["planned"] == [16, 32] and auto["looks"] == [16, 32]
+    assert auto["stopped"] == "last look" and auto["max_contexts"] == 40
+    assert len(forwards) == 4 + 4
 
 
 def test_one_document_is_refused_in_one_sentence(tiny, tmp_path, capsys):
@@ -240,3 +323,35 @@ def test_three_documents_stop_with_nothing_to_decide(tiny, tmp_path, capsys):
     record = json.loads((out / "metrics.json").read_text())["capture"]["auto_contexts"]
     assert record["stopped"] == "nothing to decide" and record["contexts"] == 3
     assert not set(record["verdicts"].values()) - {"not measured"}
+
+
+def test_the_final_analysis_reuses_the_last_looks_draws(tiny, tmp_path, monkeypatch):
+    """After the last look, the claims' intervals take the look's draws of the
+    noise-corrected numbers instead of drawing them again, and write the metrics.json
+    bytes of a run that draws them again."""
+    from geomlens.analyses.decomposition import intervals
+    from geomlens.analyses.decomposition import step as step_module
+    from geomlens.analyses.decomposition.command import run_decompose
+
+    docs = corpus(tmp_path, 70)
+    made = CaptureConfig(
+        model=str(tiny), corpus=str(docs), contexts=LOOKS[0], length=8, batch_size=BATCH
+    )
+    given: list[Any] = []
+    real = intervals._layer_draws
+
+    def seen(*args: Any) -> Any:
+        given.append(args[7] if len(args) > 7 else None)
+        return real(*args)
+
+    monkeypatch.setattr(intervals, "_layer_draws", seen)
+    monkeypatch.setattr(sequential, "COUNTED", frozenset())  # every look draws
+    auto = AutoContexts(AUTO_BUDGET)
+    run_decompose(made, tmp_path / "reused", auto=auto, progress=False, figures="none")
+    assert given and all(r is not None and len(r[1]) == intervals.N_DRAWS for r in given)
+    given.clear()
+    monkeypatch.setattr(step_module, "reused_draws", lambda acc, seed: {})
+    run_decompose(made, tmp_path / "drawn", auto=auto, progress=False, figures="none")
+    assert given and all(r is None for r in given)
+    metrics = (tmp_path / "reused" / "metrics.json").read_bytes()
+    assert metrics == (tmp_path / "drawn" / "metrics.json").read_bytes()

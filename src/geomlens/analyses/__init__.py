@@ -13,6 +13,11 @@ FOLDERS: tuple[str, ...] = (
     "attention",
     "sphere",
     "walk",
+    "massive",
+    "sinks",
+    "anisotropy",
+    "intrinsic_dimension",
+    "interventions",
     "concepts",
     "arithmetic",
 )

@@ -49,13 +49,21 @@ TapWindows = Callable[[], int]
 """A tap's window count, read when the run starts (tests lower the module constants)."""
 
 
+def every_window() -> int:
+    """The windows count of a ``HiddenTap``'s spec: it opens no tapped pass (0) and is fed
+    every window's hidden states by the capture loop."""
+    return 0
+
+
 @dataclass(frozen=True)
 class TapSpec:
     """A statistic an analysis has the capture fill (``capturing.taps.Tap``): how to build it
-    for a model and over how many of the first windows."""
+    for a model and over how many of the first windows. A ``capturing.taps.HiddenTap``
+    class is fed every window's hidden states instead (``windows`` left at ``every_window``):
+    a streamed per-token statistic on the one capture pass."""
 
     build: Callable[[ModelView, int], Any]
-    windows: TapWindows
+    windows: TapWindows = every_window
 
 
 @dataclass(frozen=True)

@@ -130,8 +130,13 @@ def command_summaries() -> dict[str, SummaryLines]:
 
 
 def summary_lines(command: str, run: Any) -> list[str]:
-    """The lines ``geomlens <command>`` prints when it finishes."""
-    return command_summaries()[command](run)
+    """The lines ``geomlens <command>`` prints when it finishes; a run of ``--contexts
+    auto`` that the wall-clock safety cut short says so last."""
+    lines = command_summaries()[command](run)
+    auto = (run.metrics.get("capture") or {}).get("auto_contexts") or {}
+    if auto.get("cut_short"):
+        lines = [*lines, f"--contexts auto: {auto['cut_short']}"]
+    return lines
 
 
 def headline(metrics: dict[str, Any]) -> list[tuple[str, Any]]:

@@ -229,11 +229,13 @@ def run_result(
     """The ``Result`` of ``runner`` (``run_capture``, ``run_decompose``, ...) called on
     ``config``, the command's ``own`` arguments and ``view`` (and ``auto`` with
     ``--contexts auto``)."""
-    from geomlens.config.options import AUTO, auto_budget
+    from geomlens.config.options import AUTO, auto_budget, auto_max_contexts
     from geomlens.pipeline.request import AutoContexts
 
     if config.auto_contexts:
-        own["auto"] = AutoContexts(auto_budget(AUTO, config.budget))
+        own["auto"] = AutoContexts(
+            auto_budget(AUTO, config.budget), auto_max_contexts(AUTO, config.max_contexts)
+        )
     done = runner(
         config.capture,
         config.out,

@@ -46,6 +46,7 @@ class CaptureOptions(TypedDict, total=False):
     text_column: str
     label_column: str
     contexts: int | Literal["auto"]
+    max_contexts: int | None
     budget: float | None
     length: int
     layers: Sequence[int] | None
@@ -143,8 +144,10 @@ def capture(
             labels feed the topic claims).
         contexts: C, the number of windows, or "auto": grown in chunks until the position
             claims are decided (docs/decomposition.md, "--contexts auto").
-        budget: only with ``contexts="auto"``: minutes the chunks after the first look may
-            take (default 20; the first look always runs).
+        max_contexts: only with ``contexts="auto"``: the most windows captured (default
+            2,048; the looks double from the first up to it).
+        budget: only with ``contexts="auto"``: a safety on the minutes of the chunks after
+            the first look (default 60); a run it cuts short says so.
         length: T, tokens per window.
         layers: hidden-state layers kept (None: all).
         batch_size: windows per forward pass.

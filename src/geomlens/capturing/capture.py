@@ -273,6 +273,8 @@ def stream_batches(
             raise GeomlensError(
                 nonfinite_sentence(exc, batch, plan.n_batches, rows, kept)
             ) from None
+        if taps:  # hidden-state taps: the same batch, its windows' corpus rows
+            taps.update(CapturedBatch(hidden, torch.arange(rows.start, rows.stop)))
         if activations is not None:
             first = store_offset.contexts
             corpus_rows = torch.arange(first + rows.start, first + rows.stop)

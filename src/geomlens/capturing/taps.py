@@ -8,12 +8,17 @@ run in chunks of at most ``TAP_CHUNK`` windows with every tap's hooks on and no 
 feed the decomposition like any other batch. A tap is an ``Accumulator``
 (``stats.base``): it merges, saves and resumes with the capture's own checkpoint, and Ray
 shards fill it on their workers (``TapsFactory`` builds a shard's taps from its model).
+
+A ``HiddenTap`` is the other kind: it opens no hook and runs no pass of its own; the
+capture loop hands it every batch's ``CapturedBatch`` after the decomposition took it
+(every window, every captured layer), so a per-token statistic of the hidden states rides
+on the one capture pass and is merged, checkpointed and resumed like any tap.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, ExitStack
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from typing import Any, Protocol, runtime_checkable
 
 import torch
@@ -22,7 +27,7 @@ from geomlens.capturing.hooks import base_kwargs, hidden_states, recording
 from geomlens.errors import GeomlensError
 from geomlens.models.loading import eager_attention
 from geomlens.models.view import ModelView
-from geomlens.stats.base import StateParts
+from geomlens.stats.base import CapturedBatch, StateParts
 
 PREFIX = "tap."
 """Tap tensors in a checkpoint or ``stats/taps.safetensors``: ``tap.<name>.<key>``."""
@@ -65,6 +70,37 @@ class Tap(Protocol):
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None: ...
 
 
+class HiddenTap:
+    """A tap fed every captured batch's hidden states instead of hooks of its own.
+
+    Subclasses give ``update(batch)`` (a ``CapturedBatch``: layer -> [B, T, d], and the
+    corpus rows of its windows), ``merge``, ``state_spec``, ``state_dict`` and
+    ``load_state_dict``; their state must be sized when built (the model's ``n_layers + 1``
+    hidden-state layers, of which a capture may feed a subset). It reads no window in
+    tapped passes (``windows = 0``), so it never changes how a batch runs. Under
+    ``--contexts auto`` it reads the first chunk's windows, as every tap does.
+    """
+
+    windows = 0
+    attention = False
+    fed_hidden = True
+    """Marks the class (a ``TapBuild``) as fed from the capture's hidden states."""
+
+    def during(self, view: ModelView) -> AbstractContextManager[None]:
+        return nullcontext()
+
+    def after(self, attentions: Sequence[torch.Tensor] | None) -> None:
+        return None
+
+    def update(self, batch: CapturedBatch) -> None:
+        raise NotImplementedError
+
+
+def feeds_on_hidden(tap: object) -> bool:
+    """Whether a tap (or its builder) is fed the capture's hidden states (``HiddenTap``)."""
+    return bool(getattr(tap, "fed_hidden", False))
+
+
 class Taps(StateParts):
     """Named taps filled together; their state is one dict of ``tap.<name>.<key>`` tensors.
 
@@ -101,6 +137,12 @@ class Taps(StateParts):
             part.load_state_dict(state)
             total.merge(part)
         return total
+
+    def update(self, batch: CapturedBatch) -> None:
+        """Hand one captured batch (corpus rows in ``context_index``) to every ``HiddenTap``."""
+        for tap in self.taps.values():
+            if isinstance(tap, HiddenTap):
+                tap.update(batch)
 
     def __bool__(self) -> bool:
         return bool(self.taps)
@@ -214,12 +256,19 @@ def batch_hidden_states(
     return {layer: torch.cat([p[layer] for p in parts]) for layer in parts[0]}
 
 
-def fill_taps(view: ModelView, input_ids: torch.Tensor, taps: Taps) -> Taps:
+def fill_taps(
+    view: ModelView, input_ids: torch.Tensor, taps: Taps, layers: Sequence[int] | None = None
+) -> Taps:
     """Fill ``taps`` from windows ``input_ids`` [C, T] alone (where the decomposition is
-    already finished, e.g. a run saved before its taps existed); returns ``taps``."""
+    already finished, e.g. a run saved before its taps existed); returns ``taps``. A
+    ``HiddenTap`` reads every window's ``layers`` (default: every layer) again."""
     n = min(taps.windows, len(input_ids))
-    layers = [view.n_layers]
     size = tap_chunk(view, input_ids.shape[1], any(t.attention for t in taps.taps.values()))
     for rows, readers in chunks(0, n, taps, size):
-        tapped_pass(view, input_ids[rows.start : rows.stop], layers, readers)
+        tapped_pass(view, input_ids[rows.start : rows.stop], [view.n_layers], readers)
+    if any(isinstance(t, HiddenTap) for t in taps.taps.values()):
+        chosen = list(range(view.n_layers + 1)) if layers is None else list(layers)
+        for start in range(0, len(input_ids), TAP_CHUNK):
+            index = torch.arange(start, min(len(input_ids), start + TAP_CHUNK))
+            taps.update(CapturedBatch(hidden_states(view, input_ids[index], chosen), index))
     return taps

@@ -83,10 +83,14 @@ def preflight(
     check_prompt(view, DEFAULT_PROMPT)
     if view.generates:
         from geomlens.analyses.concepts.baseline import prepare
+        from geomlens.analyses.concepts.choice import report_tasks
         from geomlens.analyses.concepts.tasks import load_task
 
-        loaded = load_task(task or default_task(DEFAULT_TASK))
-        prepare(view, loaded, loaded.take(limit), 0, config.seed)  # tokenisation only
+        # the given task, or every task the report's default may choose
+        specs = [task] if task else [spec for _, spec in report_tasks() if spec is not None]
+        for spec in specs or [default_task(DEFAULT_TASK)]:
+            loaded = load_task(spec)
+            prepare(view, loaded, loaded.take(limit), 0, config.seed)  # tokenisation only
 
 
 def run_report(

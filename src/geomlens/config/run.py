@@ -16,12 +16,16 @@ from geomlens.config.options import (
     DEFAULTS,
     RUN_OPTIONS,
     auto_budget,
+    auto_max_contexts,
     configs,
     folder_for,
 )
 from geomlens.engines import EngineConfig
 
 C = TypeVar("C", bound="CaptureRunConfig")
+
+AUTO_OWN = ("out", "budget", "max_contexts")
+"""Run options ``of`` sets itself (the run folder, and ``--contexts auto``'s bounds)."""
 
 
 @dataclass(frozen=True)
@@ -35,8 +39,10 @@ class CaptureRunConfig:
         progress: show progress bars.
         checkpoint_every: seconds between saves of resumable progress.
         figures: which figures are drawn ("all", "interactive": no static PNGs, "none").
-        budget: with ``auto_contexts``, the minutes the chunks after the first look may
-            take (None without it: a budget with fixed contexts is refused).
+        budget: with ``auto_contexts``, the safety on the minutes of the chunks after the
+            first look (None without it: a budget with fixed contexts is refused).
+        max_contexts: with ``auto_contexts``, the most windows the looks capture (None
+            without it).
         auto_contexts: ``--contexts auto`` (``capture.contexts`` is then the first look).
     """
 
@@ -47,6 +53,7 @@ class CaptureRunConfig:
     checkpoint_every: float = DEFAULTS.checkpoint_every
     figures: FigureLevel = DEFAULTS.figures
     budget: float | None = DEFAULTS.budget
+    max_contexts: int | None = DEFAULTS.max_contexts
     auto_contexts: bool = False
 
     command: ClassVar[str] = "capture"
@@ -61,12 +68,14 @@ class CaptureRunConfig:
         own = {f.name: arguments[f.name] for f in dataclasses.fields(cls) if f.name not in shared}
         auto = arguments["contexts"] == AUTO
         budget = auto_budget(arguments["contexts"], arguments["budget"])
+        most = auto_max_contexts(arguments["contexts"], arguments["max_contexts"])
         return cls(
             capture=capture,
             engine=engine,
-            **{name: arguments[name] for name in RUN_OPTIONS if name not in ("out", "budget")},
+            **{name: arguments[name] for name in RUN_OPTIONS if name not in AUTO_OWN},
             out=folder_for(cls.command, arguments["out"], arguments["model"]),
             budget=budget if auto else None,
+            max_contexts=most if auto else None,
             auto_contexts=auto,
             **own,
         )

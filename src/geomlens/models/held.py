@@ -1,10 +1,14 @@
 """A model the user already holds in memory: the transformers model inside the libraries
 that wrap one, its own name, and its tokenizer.
 
-TransformerLens's ``TransformerBridge`` keeps the Hugging Face model as ``original_model``,
-nnsight's ``LanguageModel`` as ``_model``, and a PEFT ``PeftModel`` returns it from
-``get_base_model()`` (with its adapter layers inside it until they are merged). Each is
-unwrapped to the transformers model, or refused in one sentence.
+TransformerLens's ``TransformerBridge`` keeps the Hugging Face model as ``original_model``
+(with its modules swapped for the bridge's components: ``models.bridged`` reads it as
+transformers built it), nnsight's ``LanguageModel`` as ``_module`` (``_model`` before nnsight
+0.5), and a PEFT ``PeftModel`` returns it from ``get_base_model()``, with its adapter layers
+inside (``models.adapters``). Each is unwrapped to the transformers model, or refused in one
+sentence that says what to pass instead: a PEFT model whose adapters add to the forward pass
+beside the weights (unmerged LoRA), or a prompt-learning one (virtual tokens the base model
+never holds).
 """
 
 from __future__ import annotations
@@ -15,16 +19,26 @@ from geomlens.errors import GeomlensError
 
 WRAPPER_ATTRIBUTES = (
     ("original_model", "TransformerLens's TransformerBridge"),
+    ("_module", "nnsight's LanguageModel"),
     ("_model", "nnsight's LanguageModel"),
 )
 """Attributes under which a wrapping library keeps the transformers model it wraps."""
 
-ADAPTER_MARKS = ("lora_A", "lora_B", "lora_embedding_A", "base_layer")
-"""Names of the submodules PEFT injects into a model's layers (its adapters, unmerged)."""
-
 TAKES = (
     "a transformers PreTrainedModel (or TransformerLens's TransformerBridge, nnsight's "
     "LanguageModel, or a PEFT model with merged adapters, around one)"
+)
+
+UNMERGED = (
+    "the PEFT adapters of {where} add to the forward pass beside the weights (not merged), so "
+    "the numbers read from the weights would be of another model than its hidden states; "
+    "merge them first: pass the model after model.merge_adapter() (unmerge_adapter() undoes "
+    "it), or model.merge_and_unload()."
+)
+
+PROMPT_LEARNING = (
+    "the PEFT model's adapter is prompt learning (virtual tokens its base model never holds), "
+    "which geomlens does not read; pass model.get_base_model() to read the model without it."
 )
 
 
@@ -45,13 +59,6 @@ def is_held_model(obj: Any) -> bool:
     return any(hasattr(obj, a) for a, _ in WRAPPER_ATTRIBUTES) or hasattr(obj, "get_base_model")
 
 
-def has_adapters(model: Any) -> bool:
-    """Whether PEFT adapter layers sit inside ``model`` (not merged into its weights)."""
-    return any(
-        name.rsplit(".", 1)[-1] in ADAPTER_MARKS for name, _ in model.named_modules() if name
-    )
-
-
 def unwrap(obj: Any) -> tuple[Any, Any, str]:
     """The transformers model inside ``obj``, the tokenizer a wrapper carries (or None),
     and what wrapped it ("" when nothing did).
@@ -60,19 +67,23 @@ def unwrap(obj: Any) -> tuple[Any, Any, str]:
         GeomlensError: ``obj`` is none of the models geomlens reads, or a PEFT model whose
             adapters are not merged into its weights.
     """
+    from geomlens.models.adapters import live_adapter_layers, prompt_learning
+    from geomlens.models.bridged import without_bridge
+
     current, tokenizer = obj, None
     wrappers: list[str] = []
     for _ in range(4):  # a bridge around a PEFT model around a transformers model, at most
         if is_transformers_model(current):
-            if has_adapters(current):
-                raise GeomlensError(
-                    "the model holds PEFT adapter layers that its weights do not include, "
-                    "so a view of its weights would not be the model that computes; pass "
-                    "model.merge_and_unload() (of a copy, to keep the adapters)."
-                )
+            current = without_bridge(current)
+            live = live_adapter_layers(current)
+            if live:
+                where = f"{len(live)} layers ({live[0][:60]}, ...)" if len(live) > 1 else live[0]
+                raise GeomlensError(UNMERGED.format(where=where[:90]))
             return current, tokenizer, " in ".join(reversed(wrappers))
         tokenizer = tokenizer if tokenizer is not None else getattr(current, "tokenizer", None)
         if hasattr(current, "get_base_model") and hasattr(current, "peft_config"):
+            if prompt_learning(current):
+                raise GeomlensError(PROMPT_LEARNING)
             wrappers.append("a PEFT model")
             current = current.get_base_model()
             continue

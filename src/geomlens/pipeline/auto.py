@@ -9,9 +9,17 @@ there: no chunk is captured twice, and a run whose looks are over goes straight 
 final analysis. The activation shards of a chunk are numbered after the earlier chunks'
 (``StoreOffset``), so the store of every chunk reads as one capture.
 
+The looks stop at a number of windows: the first look where the rule's claims are decided,
+or the last look of the schedule (the largest doubling within ``--max-contexts``), so where
+a run stops and what it decides depend on the data and the seed, not on the machine's pace.
+The wall-clock ``--budget`` is a safety only: when the next chunk, at the pace so far, would
+pass it, the run stops there and says plainly (stderr, stdout's finishing lines, the
+manifest, metrics.json and the page) that it was cut short and that its verdicts are those
+of a shorter run.
+
 The record in metrics.json holds only what the numbers decide (the looks, why it stopped,
 the verdicts); the minutes go to the manifest's timing, so the same config writes the same
-metrics.json (unless the budget stops it at another look).
+metrics.json on a quiet machine and a busy one (unless the safety cuts one short).
 """
 
 from __future__ import annotations
@@ -51,11 +59,26 @@ MIN_WINDOWS = 2
 
 STOPPED = {
     "decided": "every waited-for claim decided",
-    "budget": "the budget would be passed by the next look",
-    "last look": "the last planned look reached",
+    "budget": "cut short: the wall-clock safety --budget would be passed by the next look, "
+    "so the verdicts are those of a shorter run than --max-contexts plans",
+    "last look": "the last planned look reached (--max-contexts)",
     "nothing to decide": "no waited-for claim could be measured on these windows",
 }
 """Why the looks stopped, in words."""
+
+CUT_SHORT = (
+    "cut short by the wall-clock safety --budget ({budget:g} min) at {contexts} of the "
+    "{planned} planned windows: the verdicts are those of this shorter run, not of the run "
+    "--max-contexts plans; rerun on a quieter or faster machine, or with a larger --budget "
+    "into another --out"
+)
+"""What a run cut short by the budget says (stderr, the manifest, metrics.json, the page)."""
+
+
+def schedule(rule: Any, auto: AutoContexts, first: int, available: int) -> tuple[int, ...]:
+    """The looks of ``rule`` from ``first`` windows, within the corpus's ``available``
+    windows and ``auto.max_contexts``."""
+    return tuple(rule.looks(first, min(available, auto.max_contexts)))
 
 
 def auto_of(request: RunRequest) -> AutoContexts:
@@ -69,6 +92,11 @@ def auto_of(request: RunRequest) -> AutoContexts:
     if not auto.budget_minutes > 0 or auto.budget_minutes == float("inf"):
         raise GeomlensError(
             f"--budget takes a positive number of minutes (got {auto.budget_minutes})."
+        )
+    if not isinstance(auto.max_contexts, int) or auto.max_contexts < MIN_WINDOWS:
+        raise GeomlensError(
+            f"--max-contexts takes a number of windows, {MIN_WINDOWS} or more "
+            f"(got {auto.max_contexts!r})."
         )
     return auto
 
@@ -162,7 +190,7 @@ def chunked(
     auto = auto_of(request)
     rule, config = auto.rule, request.config
     assert rule is not None
-    looks = rule.looks(config.contexts, windows.n_contexts)
+    looks = schedule(rule, auto, config.contexts, windows.n_contexts)
     coverage = rule.level(len(looks))
     progress = _progress(folder, looks)
     acc = _saved(folder, progress)
@@ -186,7 +214,8 @@ def chunked(
             folder.for_chunk(n).clear_checkpoint()
         look = next((t for t in progress["looks"] if t["contexts"] == n), None)
         if look is None:
-            look = _look(rule, acc, view, windows, n, config.batch_size, coverage, model)
+            earlier = progress["looks"][-1]["verdicts"] if progress["looks"] else None
+            look = _look(rule, acc, view, windows, n, config.batch_size, coverage, model, earlier)
             progress["looks"].append(look)
             save()
             undecided = ", ".join(look["undecided"]) or "none"
@@ -212,6 +241,8 @@ def chunked(
         f"stopped: {stopped} ({STOPPED[stopped]}) at {acc.n_contexts} contexts after "
         f"{progress['seconds'] / 60:.1f} min"
     )
+    if stopped == "budget":
+        _say(cut_short_line(auto.budget_minutes, acc.n_contexts, looks[-1]))
     return (
         acc,
         _timing(progress),
@@ -261,11 +292,15 @@ def _look(
     batch_size: int,
     coverage: float,
     model: dict[str, Any],
+    earlier: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The rule's look at the first ``n`` windows, as the progress keeps it."""
+    """The rule's look at the first ``n`` windows, as the progress keeps it (``earlier``:
+    the verdicts of the look before)."""
     began = time.perf_counter()
     with threadpool_limits(limits=1, user_api="blas"):
-        look = rule.look(acc, view, window_range(windows, 0, n), batch_size, coverage, model)
+        look = rule.look(
+            acc, view, window_range(windows, 0, n), batch_size, coverage, model, earlier
+        )
     return {
         "contexts": n,
         "undecided": list(look.undecided),
@@ -288,23 +323,34 @@ def _timing(progress: dict[str, Any]) -> dict[str, Any]:
     return timing
 
 
+def cut_short_line(budget: float, contexts: int, planned: int) -> str:
+    """The sentence a run cut short by the budget says (``CUT_SHORT``)."""
+    return CUT_SHORT.format(budget=budget, contexts=contexts, planned=planned)
+
+
 def _record(progress: dict[str, Any], coverage: float, auto: AutoContexts) -> dict[str, Any]:
     """The record of a run of ``--contexts auto`` for metrics.json: what the numbers decide,
-    no wall-clock time (that is in the manifest's timing)."""
+    no wall-clock time (that is in the manifest's timing); the budget only when it cut the
+    run short (then with the sentence saying so), so a run the safety left alone writes the
+    same bytes whatever its budget."""
     looks = progress["looks"]
-    return {
-        "auto_contexts": {
-            "looks": [t["contexts"] for t in looks],
-            "stopped": progress["stopped"],
-            "contexts": progress["contexts"],
-            "alpha_spending": getattr(auto.rule, "spending", ""),
-            "level": coverage,
-            "planned": list(progress["planned"]),
-            "budget_minutes": auto.budget_minutes,
-            "undecided": [t["undecided"] for t in looks],
-            "verdicts": looks[-1]["verdicts"] if looks else {},
-        }
+    record: dict[str, Any] = {
+        "looks": [t["contexts"] for t in looks],
+        "stopped": progress["stopped"],
+        "contexts": progress["contexts"],
+        "alpha_spending": getattr(auto.rule, "spending", ""),
+        "level": coverage,
+        "planned": list(progress["planned"]),
+        "max_contexts": auto.max_contexts,
+        "undecided": [t["undecided"] for t in looks],
+        "verdicts": looks[-1]["verdicts"] if looks else {},
     }
+    if progress["stopped"] == "budget":
+        record["budget_minutes"] = auto.budget_minutes
+        record["cut_short"] = cut_short_line(
+            auto.budget_minutes, progress["contexts"], progress["planned"][-1]
+        )
+    return {"auto_contexts": record}
 
 
 def _say(line: str) -> None:

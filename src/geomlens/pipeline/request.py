@@ -11,6 +11,7 @@ from typing import Any, Protocol
 from geomlens.capturing.capture import NOT_IDENTITY, CaptureConfig
 from geomlens.capturing.taps import TapsFactory
 from geomlens.config.figure_level import FigureLevel
+from geomlens.config.options import AUTO_MAX_CONTEXTS
 from geomlens.corpus import Windows
 from geomlens.engines import EngineConfig
 from geomlens.models.view import ModelView
@@ -91,7 +92,11 @@ class ContextRule(Protocol):
         batch_size: int,
         coverage: float,
         model: dict[str, Any],
-    ) -> Look: ...
+        earlier: dict[str, str] | None = None,
+    ) -> Look:
+        """The rule's claims judged on ``acc``; ``earlier``: the verdicts of the look
+        before (a claim decided there need not be tested again)."""
+        ...
 
     def finishing(self, coverage: float) -> AbstractContextManager[None]:
         """Held around the final analysis and its claims."""
@@ -104,15 +109,20 @@ class ContextRule(Protocol):
 
 @dataclass(frozen=True)
 class AutoContexts:
-    """``--contexts auto``: the capture grows along the rule's looks until its claims are
-    decided or ``budget_minutes`` of capture and looks are spent.
+    """``--contexts auto``: the capture grows along the rule's looks, up to
+    ``max_contexts`` windows, until its claims are decided. Where and when it stops
+    depends on the data and the seed only; ``budget_minutes`` is a safety that cuts a run
+    short (and says so) on a machine too slow to reach the last look in that time.
 
     Attributes:
-        budget_minutes: wall minutes for the chunks' captures and the looks.
+        budget_minutes: wall minutes for the chunks' captures and the looks (a safety).
+        max_contexts: the most windows captured (the last look is the largest doubling of
+            the first within it).
         rule: the registered rule (``analyses.registry.run_request`` fills it).
     """
 
     budget_minutes: float
+    max_contexts: int = AUTO_MAX_CONTEXTS
     rule: ContextRule | None = None
 
 
@@ -167,7 +177,11 @@ class RunRequest:
         that changes only those reuses the run's statistics and redraws."""
         options = dict(self.options)
         if self.auto is not None:
-            options.update(contexts="auto", budget=self.auto.budget_minutes)
+            options.update(
+                contexts="auto",
+                budget=self.auto.budget_minutes,
+                max_contexts=self.auto.max_contexts,
+            )
         return {**self.config.to_dict(), "command": self.command, **options}
 
 

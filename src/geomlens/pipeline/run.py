@@ -36,6 +36,7 @@ from geomlens.pipeline.auto import (
     chunked,
     chunks_recorded,
     finishing,
+    schedule,
 )
 from geomlens.pipeline.request import AutoContexts, RunRequest, identity_defaults
 from geomlens.pipeline.taps import saved_taps
@@ -121,7 +122,7 @@ def prepare(
     if auto is not None and auto.rule is not None:
         available = windows_available(corpus, view.tokenizer, config.length, config.offset)
         check_available(available, config.length)
-        looks = auto.rule.looks(config.contexts, available)
+        looks = schedule(auto.rule, auto, config.contexts, available)
     windows = make_windows(
         corpus,
         view.tokenizer,
@@ -374,7 +375,7 @@ def _run_locked(run: lifecycle.RunInFolder, request: RunRequest, given: str | No
         if tapped is not None and saved_taps(folder, view, taps) is None:  # type: ignore[arg-type]
             # a capture saved before its taps existed: they are filled alone
             ids = torch.tensor(np.array(windows.input_ids), dtype=torch.long)
-            folder.save_stats("taps", fill_taps(view, ids, tapped).state_dict())
+            folder.save_stats("taps", fill_taps(view, ids, tapped, layers).state_dict())
     else:
         acc, timing = captured(folder, view, windows, request, tapped)
     # Also after a resume whose statistics were saved just before a failure (a full disk):

@@ -13,7 +13,7 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
-from geomlens.capturing.taps import PREFIX, Tap, Taps, TapsFactory
+from geomlens.capturing.taps import PREFIX, Tap, Taps, TapsFactory, feeds_on_hidden
 from geomlens.errors import GeomlensError
 from geomlens.io.files import damaged
 from geomlens.models.view import ModelView
@@ -26,7 +26,8 @@ module-level function, so Ray workers can build their own)."""
 
 def taps_of(view: ModelView, builds: Mapping[str, tuple[TapBuild, int]]) -> Taps:
     """The taps a capture fills: name -> (its builder, the first windows it reads); a tap
-    over no window is left out, and so is a tap that reads attention (its class says
+    over no window is left out (unless it is fed every batch's hidden states: a
+    ``HiddenTap``), and so is a tap that reads attention (its class says
     ``attention = True``) on a model whose blocks' mixing the view does not model (the
     hidden-state tier: its analysis says per layer why it does not apply)."""
     skip_attention = bool(view.not_modelled())
@@ -34,7 +35,8 @@ def taps_of(view: ModelView, builds: Mapping[str, tuple[TapBuild, int]]) -> Taps
         {
             name: build(view, windows)
             for name, (build, windows) in builds.items()
-            if windows and not (skip_attention and getattr(build, "attention", False))
+            if (windows or feeds_on_hidden(build))
+            and not (skip_attention and getattr(build, "attention", False))
         }
     )
 

@@ -55,6 +55,8 @@ GLOSSARY: dict[str, str] = {
     "of independent halves) above the noise floor.",
     "pos_eigen_floor": "The noise floor of those eigenvalues over the sum of the positive "
     "semi-definite Gram's (above 1: no direction passes it).",
+    "pos_rank_margin": "The weakest eigenvalue counted in pos_rank_corrected over the noise "
+    "floor (near 1: the spectrum runs on into the floor).",
     "pos_gram_negative_share": "Mass of the negative eigenvalues of the unbiased noise-free "
     "Gram matrix over the sum of its positive semi-definite projection (0: already a Gram "
     "matrix).",
@@ -178,7 +180,13 @@ def extend(entries: dict[str, str]) -> None:
 
 
 def describe(key: str) -> str | None:
-    """The sentence for a metric key (its ``_skip_first`` variant included), or None."""
+    """The sentence for a metric key (its ``_skip_first`` variant included), or None.
+
+    >>> describe("skip_first")
+    'Whether position 0 is left out of the numbers.'
+    >>> describe("no_such_key") is None
+    True
+    """
     if key in GLOSSARY:
         return GLOSSARY[key]
     if key.endswith(SKIP_FIRST) and key.removesuffix(SKIP_FIRST) in GLOSSARY:

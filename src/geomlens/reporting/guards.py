@@ -3,7 +3,8 @@
 A claim's number is compared with its threshold only when no guard fires. Each guard
 reads numbers already in metrics.json and, when it fires, gives the claim the verdict
 "inconclusive" with one sentence saying why (``Guard.why``): a noisy positional estimate,
-a noise floor too high to count weak positional directions,
+a noise floor too high to count weak positional directions, a spectrum that runs on
+into that floor,
 an interval that holds the threshold, a baseline no better than chance, a no-context
 control inside the interval, two compared numbers that are the same, a frequency list
 that cannot score the tokens, or only degenerate schemes (flagged by the concept stage, or
@@ -185,6 +186,23 @@ def resolution(floor: float | None, least: float) -> Guard | None:
         f"noise alone reaches {floor:.3g} of the noise-free positional energy in one "
         f"direction (median over layers), above {least:.3g}: weaker directions of the "
         "positional part cannot be told from noise, so they go uncounted",
+    )
+
+
+def no_gap(margin: float | None, least: float, rank: float | None, bound: float) -> Guard | None:
+    """The positional spectrum runs on into its noise floor: the weakest direction counted
+    holds less than ``least`` times the floor (``pos_rank_margin``, median over layers), so
+    a decaying tail may go on under the floor, and a count at or under ``bound`` cannot
+    rule out more directions. A count above ``bound`` is biased low, so it decides anyway."""
+    if margin is None or not math.isfinite(margin) or margin >= least:
+        return None
+    if rank is not None and rank > bound:
+        return None
+    return Guard(
+        "no gap",
+        f"the weakest direction counted stands only {margin:.2g} times above the noise floor "
+        f"(median over layers; under {least:g}): the spectrum runs on into the floor, so a "
+        "tail of weaker directions may lie under it uncounted",
     )
 
 

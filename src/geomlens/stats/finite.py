@@ -22,7 +22,13 @@ ADVICE = (
 
 
 def count_non_finite(values: Any) -> tuple[int, int]:
-    """(how many entries of ``values`` are NaN or infinite, how many there are)."""
+    """(how many entries of ``values`` are NaN or infinite, how many there are).
+
+    >>> count_non_finite([1.0, float("nan"), float("inf")])
+    (2, 3)
+    >>> count_non_finite(torch.arange(4))  # integers are always finite
+    (0, 4)
+    """
     if isinstance(values, torch.Tensor):
         if not values.is_floating_point():
             return 0, values.numel()

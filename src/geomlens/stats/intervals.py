@@ -60,7 +60,14 @@ def mean_difference(
 
 
 def wilson(successes: int, n: int) -> dict[str, Any]:
-    """A proportion and its 95% Wilson score interval (better than the normal one near 0 or 1)."""
+    """A proportion and its 95% Wilson score interval (better than the normal one near 0 or 1).
+
+    Unlike the normal interval, it stays inside [0, 1] and is not empty at 0 successes:
+
+    >>> w = wilson(0, 20)
+    >>> w["value"], w["low"], round(w["high"], 3)
+    (0.0, 0.0, 0.161)
+    """
     if n <= 0:
         raise ValueError("a proportion needs at least one trial")
     p = successes / n

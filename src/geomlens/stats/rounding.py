@@ -15,13 +15,23 @@ import numpy as np
 
 
 def sig(x: Any, digits: int = 8) -> float:
-    """``x`` rounded to ``digits`` significant digits."""
+    """``x`` rounded to ``digits`` significant digits.
+
+    >>> sig(0.123456789, 3)
+    0.123
+    >>> sig(123456.0, 2)
+    120000.0
+    """
     return float(f"{float(x):.{digits}g}")
 
 
 def rounded(value: Any, digits: int = 9) -> Any:
     """Floats rounded to ``digits`` decimal places (non-finite ones become None), through
-    dicts, lists and tuples; numpy integers become ints; anything else is kept."""
+    dicts, lists and tuples; numpy integers become ints; anything else is kept.
+
+    >>> rounded({"a": [0.1234, float("nan")], "b": np.int64(3)}, 2)
+    {'a': [0.12, None], 'b': 3}
+    """
     if isinstance(value, dict):
         return {str(k): rounded(v, digits) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

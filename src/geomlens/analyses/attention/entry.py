@@ -23,4 +23,9 @@ ENTRY = AnalysisEntry(
         "induction": "decoder self-attention (the encoder reads one end-of-sequence token)",
     },
     check=check_basis_length,
+    glossary={
+        "qk_rank": "Rank of the head's W_QK low-rank part: ScreeNOT's count of its singular "
+        "values above the optimal hard threshold.",
+        "whole_low_rank_share": "Share of W_QK's squared norm in the whole fit's low-rank part.",
+    },
 )

@@ -98,7 +98,7 @@ def qk_matrix(result: QKBasis, head: int = 0) -> Figure:
     fit = h.fit.low_rank + np.diag(h.fit.diagonal)
     panels = [
         ("M", h.matrix),
-        (f"rank {result.rank} + diagonal", fit),
+        (f"rank {h.rank} + diagonal", fit),
         ("M - fit", h.matrix - fit),
     ]
     vmax = float(np.abs(h.matrix).max()) or 1.0

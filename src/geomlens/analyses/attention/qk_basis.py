@@ -7,12 +7,15 @@ Zhong (2023) find M close to low-rank plus diagonal; this fits ``M ~ L + D`` (ra
 diagonal D) by alternating projections and compares the residual with the same fit on a
 Gaussian matrix. The same fit over the whole [d, d] W_QK (``WholeQK``) checks the rest of
 the claim: that the whole matrix is low-rank plus diagonal, and that its low-rank part lies
-in the positional subspace. For rotary models a relative offset picks the rotation between query and
+in the positional subspace. The rank r of each head's low-rank part is read from W_QK's own
+singular values by ScreeNOT (``qk_rank``), as the authors read the positional part's rank,
+rather than fixed. For rotary models a relative offset picks the rotation between query and
 key (offset 0: no rotation). See docs/attention.md.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from geomlens.analyses.common import spectra
 from geomlens.errors import GeomlensError
 from geomlens.models.view import ModelView
 from geomlens.stats.decomposition import DecompositionStats
@@ -28,7 +32,8 @@ from geomlens.stats.decomposition import DecompositionStats
 Array = npt.NDArray[np.float64]
 
 DEFAULT_RANK = 2
-"""Rank r of the low-rank part (the paper's W_QK pictures show one or two smooth modes)."""
+"""Rank r of a fit asked for without a rank (the fits' own default; the analysis reads each
+head's rank from its spectrum, ``qk_rank``)."""
 
 DEFAULT_ITERATIONS = 100
 
@@ -58,18 +63,22 @@ class WholeQK:
     """The low-rank plus diagonal fit of one head's whole W_QK [d, d], in model coordinates.
 
     Attributes:
+        rank: r, the rank of L (``qk_rank`` of W).
         residual: ||W - L - D||_F / ||W||_F of the whole matrix.
-        baseline_residual: the same fit's residual on a seeded Gaussian [d, d] matrix.
+        baseline_residual: the same fit's residual, at the same rank, on a random head.
         in_basis: ||U^T L U||_F / ||L||_F, the share of the low-rank part inside the top-k
-            positional directions U (1: it lies wholly there).
+            positional directions U (1: it lies wholly there; None at rank 0: no part).
         baseline_in_basis: the same share for the Gaussian matrix's low-rank part (about
             k / d for directions unrelated to U).
+        low_rank_share: ||L||_F^2 / ||W||_F^2, how much of W the part the share reads is.
     """
 
+    rank: int
     residual: float
     baseline_residual: float
-    in_basis: float
-    baseline_in_basis: float
+    in_basis: float | None
+    baseline_in_basis: float | None
+    low_rank_share: float
 
 
 @dataclass(frozen=True)
@@ -78,6 +87,7 @@ class HeadQK:
 
     Attributes:
         head: query head index.
+        rank: r of this head's fits (``qk_rank`` of its W_QK, or the rank asked for).
         matrix: [k, k] M = U^T W_QK U.
         fit: the low-rank plus diagonal fit of M.
         baseline_residual: the fit's residual on a seeded Gaussian [k, k] matrix.
@@ -86,6 +96,7 @@ class HeadQK:
     """
 
     head: int
+    rank: int
     matrix: Array
     fit: LowRankDiagonalFit
     baseline_residual: float
@@ -99,14 +110,15 @@ class QKBasis:
 
     Attributes:
         layer: block index (the basis comes from hidden-state layer ``layer``).
-        k: basis size; rank: r; rotary_offset: i - j used for rotary models (0: none).
+        k: basis size; rank: the r asked for (None: each head's own ScreeNOT rank);
+        rotary_offset: i - j used for rotary models (0: none).
         singular_values: [k] the singular values of pos spanning the basis.
         heads: one ``HeadQK`` per head.
     """
 
     layer: int
     k: int
-    rank: int
+    rank: int | None
     rotary_offset: int
     singular_values: Array
     heads: tuple[HeadQK, ...]
@@ -121,6 +133,7 @@ class QKBasis:
             "heads": [
                 {
                     "head": h.head,
+                    "rank": h.rank,
                     "residual": h.fit.residual,
                     "baseline_residual": h.baseline_residual,
                     "share_in_basis": h.share_in_basis,
@@ -132,6 +145,7 @@ class QKBasis:
                             "whole_baseline_residual": h.whole.baseline_residual,
                             "whole_low_rank_in_basis": h.whole.in_basis,
                             "whole_baseline_low_rank_in_basis": h.whole.baseline_in_basis,
+                            "whole_low_rank_share": h.whole.low_rank_share,
                         }
                     ),
                 }
@@ -235,6 +249,10 @@ def fit_low_rank_diagonal_factored(
     A, B = np.asarray(matrix.A, np.float64), np.asarray(matrix.B, np.float64)
     d = A.shape[0]
     m_diag, total2 = matrix.diagonal(), matrix.norm2()
+    if rank == 0:  # the diagonal alone
+        P = np.zeros((d, 0))
+        off2 = total2 - float(m_diag @ m_diag)
+        return (float(np.sqrt(max(off2, 0.0) / total2)) if total2 > 0 else float("nan")), P, P
     Q = np.linalg.qr(np.random.default_rng(seed).standard_normal((d, rank + OVERSAMPLE)))[0]
     P, R = np.zeros((d, rank)), np.zeros((d, rank))
     for _ in range(iterations):
@@ -264,18 +282,52 @@ def share_in(U: Array, P: Array, R: Array) -> float:
 
 def whole_qk(qk: Factored, U: Array, rank: int, seed: int) -> WholeQK:
     """The low-rank plus diagonal fit of one head's whole W_QK [d, d] against a random head
-    of the same shape (Gaussian [d, m] factors, so the same rank m), with the share of each
-    low-rank part inside the positional basis U."""
-    rng = np.random.default_rng(seed)
-    random = Factored(rng.standard_normal(qk.A.shape), rng.standard_normal(qk.B.shape))
+    of the same shape (Gaussian [d, m] factors, so the same rank m) fitted at the same rank,
+    with the share of each low-rank part inside the positional basis U. Rank 0 fits the
+    diagonal alone (no low-rank part: no share inside U, and 0 of ||W||^2)."""
     residual, P, R = fit_low_rank_diagonal_factored(qk, rank, seed=seed)
-    base, Pb, Rb = fit_low_rank_diagonal_factored(random, rank, seed=seed)
+    base, Pb, Rb = random_whole_fit(qk.A.shape, qk.B.shape, rank, seed)
+    total = qk.norm2()
     return WholeQK(
+        rank=rank,
         residual=residual,
         baseline_residual=base,
-        in_basis=share_in(U, P, R),
-        baseline_in_basis=share_in(U, Pb, Rb),
+        in_basis=share_in(U, P, R) if rank else None,
+        baseline_in_basis=share_in(U, Pb, Rb) if rank else None,
+        low_rank_share=_gram_trace(P, R, P, R) / total if total > 0 else float("nan"),
     )
+
+
+@functools.lru_cache(maxsize=64)
+def random_whole_fit(
+    a_shape: tuple[int, ...], b_shape: tuple[int, ...], rank: int, seed: int
+) -> tuple[float, Array, Array]:
+    """The whole-matrix fit of a random head (Gaussian factors of these shapes) at ``rank``:
+    it depends on the shapes, the rank and the seed alone, so heads of one rank share it
+    (the random fits converge slowly and were most of the stage's time when every block is
+    read). The returned arrays are shared: read them only."""
+    rng = np.random.default_rng(seed)
+    random = Factored(rng.standard_normal(a_shape), rng.standard_normal(b_shape))
+    return fit_low_rank_diagonal_factored(random, rank, seed=seed)
+
+
+def qk_singular_values(qk: Factored) -> Array:
+    """[d] the singular values of W_QK = A B^T [d, d], decreasing (all but the first m are
+    0), from the [m, m] product of the factors' QR triangles: no [d, d] matrix formed."""
+    A, B = np.asarray(qk.A, np.float64), np.asarray(qk.B, np.float64)
+    core = np.linalg.qr(A)[1] @ np.linalg.qr(B)[1].T
+    values = np.linalg.svd(core, compute_uv=False)
+    return np.concatenate([values, np.zeros(max(A.shape[0] - len(values), 0))])
+
+
+def qk_rank(qk: Factored, bound: int = spectra.SCREENOT_BOUND) -> int:
+    """The rank of W_QK's low-rank part: ScreeNOT's count of W_QK's singular values above
+    its optimal hard threshold (``spectra.screenot_rank``, bound ``bound``), the rule Song &
+    Zhong's code applies to the positional part's rank. The singular values below it are
+    W_QK's bulk, which the diagonal and the residual hold; 0 when none stands out."""
+    values = qk_singular_values(qk)
+    d = len(values)
+    return spectra.screenot_rank(np.broadcast_to(0.0, (d, d)), bound, svals=values)
 
 
 def positional_basis(stats: DecompositionStats, k: int) -> tuple[Array, Array]:
@@ -308,12 +360,12 @@ def head_qk_factors(
     elif rotary_offset:
         raise GeomlensError("rotary_offset applies to rotary models only")
     norm = block.attn_input_norm
-    if norm is not None:
-        G = torch.diag(norm.weight.double().cpu())
-        if norm.kind == "layernorm":
-            d = view.d_model
-            G = (torch.eye(d, dtype=torch.float64) - 1.0 / d) @ G
-        W_Q, W_K = G @ W_Q, G @ W_K
+    if norm is not None:  # G W = gain * W row-wise, centred: never a [d, d] G
+        gain = norm.weight.double().cpu()[:, None]
+        W_Q, W_K = gain * W_Q, gain * W_K
+        if norm.kind == "layernorm":  # (I - 1 1^T / d) G W
+            W_Q = W_Q - W_Q.mean(dim=-2, keepdim=True)
+            W_K = W_K - W_K.mean(dim=-2, keepdim=True)
     return W_Q, W_K
 
 
@@ -328,7 +380,7 @@ def qk_positional_basis(
     layer: int,
     stats: DecompositionStats,
     k: int,
-    rank: int = DEFAULT_RANK,
+    rank: int | None = None,
     heads: Sequence[int] | None = None,
     rotary_offset: int = 0,
     iterations: int = DEFAULT_ITERATIONS,
@@ -342,7 +394,8 @@ def qk_positional_basis(
         layer: block index; ``stats`` must be of hidden-state layer ``layer`` (its input).
         stats: the decomposition that gives the positional basis.
         k: basis size (e.g. pos_rank95 capped at 20).
-        rank: r of the low-rank part.
+        rank: r of the low-rank part; None (default): each head's own, ``qk_rank`` of its
+            whole W_QK, for the whole fit, the fit in the basis and both random baselines.
         heads: which query heads (default all).
         rotary_offset: for rotary models, the query-minus-key offset whose rotation is
             folded in (0 = identity: the rotation ignored).
@@ -355,22 +408,28 @@ def qk_positional_basis(
     U, sv = positional_basis(stats, k)
     Ut = torch.as_tensor(U)
     W_Q, W_K = head_qk_factors(view, layer, rotary_offset)
-    qk = W_Q @ W_K.transpose(1, 2)
     chosen = list(range(view.n_heads) if heads is None else heads)
-    matrices = np.stack([(Ut.T @ qk[h] @ Ut).numpy() for h in chosen])
+    factors = {h: Factored(W_Q[h].numpy(), W_K[h].numpy()) for h in chosen}
+    ranks = {h: qk_rank(factors[h]) if rank is None else rank for h in chosen}
+    # U^T (W_Q W_K^T) U = (U^T W_Q)(U^T W_K)^T: no head's [d, d] W_QK is formed (all heads'
+    # at once would be 8 H d^2 bytes: 4.3 GB per layer at Llama-3.1-8B's d, 34 GB at 70B's)
+    q_in, k_in = Ut.T @ W_Q, Ut.T @ W_K  # [H, k, d_head]
+    matrices = np.stack([(q_in[h] @ k_in[h].T).numpy() for h in chosen])
     gaussians = np.stack([np.random.default_rng(seed + h).standard_normal((k, k)) for h in chosen])
-    fits = fit_low_rank_diagonal_many(np.concatenate([matrices, gaussians]), rank, iterations)
+    fits = _fits_by_rank(matrices, [ranks[h] for h in chosen], iterations)
+    random_fits = _fits_by_rank(gaussians, [ranks[h] for h in chosen], iterations)
     results = []
     for i, h in enumerate(chosen):
-        total = float(torch.linalg.norm(qk[h]))
-        factors = Factored(W_Q[h].numpy(), W_K[h].numpy())
-        whole = whole_qk(factors, U, rank, seed + h) if whole_matrix else None
+        total = float(np.sqrt(max(factors[h].norm2(), 0.0)))  # ||W_Q W_K^T||_F
+        # the random head is drawn once per rank (seed): heads of one rank share it
+        whole = whole_qk(factors[h], U, ranks[h], seed) if whole_matrix else None
         results.append(
             HeadQK(
                 head=int(h),
+                rank=ranks[h],
                 matrix=matrices[i],
                 fit=fits[i],
-                baseline_residual=fits[len(chosen) + i].residual,
+                baseline_residual=random_fits[i].residual,
                 share_in_basis=float(np.linalg.norm(matrices[i])) / total
                 if total > 0
                 else float("nan"),
@@ -385,3 +444,17 @@ def qk_positional_basis(
         singular_values=sv,
         heads=tuple(results),
     )
+
+
+def _fits_by_rank(
+    matrices: Array, ranks: Sequence[int], iterations: int
+) -> list[LowRankDiagonalFit]:
+    """``fit_low_rank_diagonal`` of each [k, k] matrix at its own rank, those of one rank
+    batched together."""
+    fits: list[LowRankDiagonalFit | None] = [None] * len(ranks)
+    for r in sorted(set(ranks)):
+        idx = [i for i, x in enumerate(ranks) if x == r]
+        batch = fit_low_rank_diagonal_many(matrices[idx], r, iterations)
+        for i, fit in zip(idx, batch, strict=True):
+            fits[i] = fit
+    return [f for f in fits if f is not None]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Self
 
-from geomlens.analyses.common.block import Block
+from geomlens.analyses.common.block import Block, nullable
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,6 +46,9 @@ class QKHead(Block):
     head: int
     residual: float
     """Residual of a low-rank plus diagonal fit of W_QK in the basis."""
+    rank: int | None = None
+    """Rank of this head's low-rank part: ScreeNOT's count of W_QK's singular values above
+    its threshold (absent in older runs, whose heads all took ``QKBasis.rank``)."""
     baseline_residual: float
     """The same residual for a random basis of the same size."""
     share_in_basis: float
@@ -55,6 +58,13 @@ class QKHead(Block):
     whole_baseline_residual: float | None = None
     whole_low_rank_in_basis: float | None = None
     whole_baseline_low_rank_in_basis: float | None = None
+    whole_low_rank_share: float | None = None
+    """||L||_F^2 / ||W_QK||_F^2 of the whole fit's low-rank part L (absent in older runs)."""
+
+
+LEGACY_RANK = 2
+"""The rank every head's fit took in runs made before each head's rank was read from its
+spectrum (written as the block's ``rank``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,11 +74,17 @@ class QKBasis(Block):
     layer: int
     k: int
     """Directions in the basis (pos_rank95 without position 0, clipped)."""
-    rank: int
-    """Rank of the low-rank part of the fit."""
+    rank: int | None = nullable()
+    """The rank every head's fit took (older runs: 2); null: each head's own (``QKHead.rank``)."""
     rotary_offset: int | None = None
     """Offset i - j of the rotation used for rotary models (0: none; absent: not written)."""
     heads: list[QKHead]
+
+    def head_rank(self, head: QKHead) -> int:
+        """The rank of one head's fits: its own, else the block's (older runs: 2)."""
+        if head.rank is not None:
+            return head.rank
+        return self.rank if self.rank is not None else LEGACY_RANK
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,12 +96,13 @@ class AttentionMetrics(Block):
     n_contexts: int | None = None
     """Windows whose logits were split."""
     blocks: list[int] | None = None
-    """The blocks measured (first, middle, last captured)."""
+    """The blocks whose logits were split (first, middle, last captured)."""
     parts: list[LogitParts] | None = None
     """Per block, the split with the context vector as context part."""
     parts_ctx: list[LogitParts] | None = None
     """Per block, the split with the whole residue as context part."""
     qk_basis: list[QKBasis] | None = None
+    """W_QK per block: every block whose input was captured."""
 
     @classmethod
     def of(cls, metrics: dict[str, Any]) -> Self | None:

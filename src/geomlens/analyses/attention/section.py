@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from geomlens.analyses.attention.schema import AttentionMetrics, InductionMetrics
+from geomlens.analyses.attention.schema import AttentionMetrics, InductionMetrics, QKBasis, QKHead
 from geomlens.reporting import interactive as plots
 from geomlens.reporting.html import paper, plot, readings, table
 from geomlens.reporting.section import Section, pct
@@ -31,12 +31,27 @@ def attention_section(run: Run) -> str:
     return "".join(parts)
 
 
-QK_KEYS = ["block", "head", "residual", "baseline_residual", "share_in_basis"] + [
+QK_KEYS = ["block", "head", "qk_rank", "residual", "baseline_residual", "share_in_basis"] + [
     "whole_residual",
     "whole_baseline_residual",
+    "whole_low_rank_share",
     "whole_low_rank_in_basis",
 ]
 """The columns of the W_QK table (the first is the block, the rest each head's fields)."""
+
+
+def qk_row(block: QKBasis, h: QKHead) -> list[str | float]:
+    """One head's row of the W_QK table ("–" for a number not measured)."""
+    row: list[str | float] = [block.layer, h.head, block.head_rank(h), h.residual]
+    row += [h.baseline_residual, h.share_in_basis]
+    for v in (
+        h.whole_residual,
+        h.whole_baseline_residual,
+        h.whole_low_rank_share,
+        h.whole_low_rank_in_basis,
+    ):
+        row.append("–" if v is None else v)
+    return row
 
 
 def split_part(att: AttentionMetrics) -> list[str]:
@@ -56,13 +71,7 @@ def split_part(att: AttentionMetrics) -> list[str]:
             "parts covary); the parts rebuild the real logits to "
             f"{block.max_rel_error:.1e}."
         )
-    qk_rows = [
-        [b.layer, h.head, h.residual, h.baseline_residual, h.share_in_basis]
-        + ["–" if v is None else v for v in (h.whole_residual, h.whole_baseline_residual)]
-        + ["–" if h.whole_low_rank_in_basis is None else h.whole_low_rank_in_basis]
-        for b in att.qk_basis or []
-        for h in b.heads
-    ]
+    qk_rows = [qk_row(b, h) for b in att.qk_basis or [] for h in b.heads]
     return [
         readings(lines),
         plot(
@@ -72,8 +81,9 @@ def split_part(att: AttentionMetrics) -> list[str]:
             HOW["attention_parts"],
         ),
         table(
-            ["block", "head", "low-rank+diag residual", "random residual", "share in basis"]
-            + ["whole W_QK residual", "random head", "low-rank part in basis"],
+            ["block", "head", "rank", "low-rank+diag residual", "random residual"]
+            + ["share in basis", "whole W_QK residual", "random head", "low-rank part's share"]
+            + ["low-rank part in basis"],
             qk_rows,
             "W_QK in the top positional directions, and the whole W_QK",
             keys=QK_KEYS,

@@ -1,7 +1,7 @@
 """Attention in the positional basis (``geomlens decompose``, the report's second stage):
-the attention logits of a few blocks split into position/context parts, W_QK in the basis of
-the top positional directions, and induction heads. It reads the capture's statistics and
-the decomposition's per-layer ranks (metrics.json, written by the step before it)."""
+the attention logits of a few blocks split into position/context parts, W_QK of every block
+in the basis of the top positional directions, and induction heads. It reads the capture's
+statistics and the decomposition's per-layer ranks (metrics.json, written by the step before it)."""
 
 from __future__ import annotations
 
@@ -41,6 +41,11 @@ QK_BASIS_MAX = 20  # largest positional basis for W_QK
 QK_BASIS_MIN = 4  # smallest: a rank-2 plus diagonal fit of a smaller matrix is exact
 
 
+def block_layers(view: ModelView, acc: DecompositionAccumulator) -> list[int]:
+    """The captured layers that are a block's input: the blocks whose W_QK is read."""
+    return [x for x in acc.layers if x < view.n_layers]
+
+
 def attention_in_basis(
     view: ModelView,
     windows: Windows,
@@ -50,19 +55,22 @@ def attention_in_basis(
     basis_ranks: dict[int, int],
     progress: Callable[[int], object] | None = None,
 ) -> AttentionMetrics:
-    """Attention logits split into pos/ctx parts and W_QK in the positional basis.
+    """Attention logits of a few blocks split into pos/ctx parts, and W_QK of every captured
+    block in the positional basis.
 
     ``skip`` is the decomposition's primary view (position 0 left out or not);
     ``basis_ranks`` maps a layer to pos_rank95 without position 0 (the W_QK basis size
     before it is clipped to [QK_BASIS_MIN, QK_BASIS_MAX]). ``progress`` hears 1 after the
-    forward pass and after each block (``ATTENTION_BLOCKS + 1`` in all).
+    forward pass, after each split block and after each W_QK block
+    (``ATTENTION_BLOCKS + 1 + len(block_layers(view, acc))`` at most).
 
     Appends its figures (with file names) to ``figures``.
     """
     skipped = not_applicable(view, "the attention split and W_QK in the positional basis")
     if skipped is not None:
         return AttentionMetrics.from_dict(skipped)
-    blocks = pick_layers([x for x in acc.layers if x < view.n_layers], ATTENTION_BLOCKS)
+    every = block_layers(view, acc)
+    blocks = pick_layers(every, ATTENTION_BLOCKS)
     if not blocks:  # only the last layer was captured: it is no block's input
         return AttentionMetrics(unsupported=not_measured_reason(acc.layers, view.n_layers))
     n_ctx = min(ATTENTION_CONTEXTS, windows.n_contexts)
@@ -83,17 +91,20 @@ def attention_in_basis(
             )
         except GeomlensError as exc:
             return AttentionMetrics(unsupported=str(exc))
+        parts.append(LogitParts.from_dict(split.to_dict()))
+        parts_ctx.append(LogitParts.from_dict(variant.to_dict()))
+        splits.append(split)
+        if block == blocks[len(blocks) // 2]:  # heatmaps for the middle block only
+            figures.append((attn_figs.part_heatmaps(split), f"attention_heatmaps_block{block}.png"))
+        tick(1)
+    for block in every:
         # The W_QK basis always leaves position 0 out: with it, a massive activation at the
         # first token can make pos_rank95 = 1, and a 1-wide basis says nothing about W_QK.
         basis_stats = acc.finalize(block, skip_first=True)
         k = min(QK_BASIS_MAX, max(QK_BASIS_MIN, basis_ranks[block]))
         basis = qk_positional_basis(view, block, basis_stats, k)
-        parts.append(LogitParts.from_dict(split.to_dict()))
-        parts_ctx.append(LogitParts.from_dict(variant.to_dict()))
         qk.append(QKBasis.from_dict(basis.to_dict()))
-        splits.append(split)
-        if block == blocks[len(blocks) // 2]:  # heatmaps and W_QK for the middle block only
-            figures.append((attn_figs.part_heatmaps(split), f"attention_heatmaps_block{block}.png"))
+        if block == blocks[len(blocks) // 2]:  # W_QK's picture for the middle block only
             figures.append((attn_figs.qk_matrix(basis), f"qk_basis_block{block}.png"))
         tick(1)
     figures.append((attn_figs.part_shares(splits), "attention_parts.png"))
@@ -167,7 +178,8 @@ class AttentionAnalysis:
             acc = acc.without(capture_contexts(view, windows, acc, aside, self.batch_size))
         figures: list[tuple[Any, str]] = []
         step("attention in the positional basis")
-        with step_bar(step, ATTENTION_BLOCKS + 1, "pass") as bar:
+        passes = ATTENTION_BLOCKS + 1 + len(block_layers(view, acc))
+        with step_bar(step, passes, "pass") as bar:
             attention = attention_in_basis(
                 view, windows, acc, self.skip_first, figures, ranks, bar.update
             )

@@ -88,6 +88,11 @@ def stable_rank(svals: Array) -> float:
 
     Args:
         svals: [k] singular values in decreasing order.
+
+    >>> stable_rank([2.0, 2.0, 2.0])  # three equal directions
+    3.0
+    >>> stable_rank([4.0, 1.0, 1.0])  # one direction dominates
+    1.125
     """
     sq = np.asarray(svals, dtype=np.float64) ** 2
     return float(sq.sum() / sq[0]) if sq.size and sq[0] > 0 else math.nan
@@ -114,6 +119,9 @@ def energy_rank(svals: Array, level: float = 0.95) -> int:
 
     Returns:
         k (0 for a zero matrix).
+
+    >>> energy_rank([3.0, 1.0, 1.0], level=0.9)  # 9 of 11 is under 0.9; 10 of 11 is over
+    2
     """
     sq = np.asarray(svals, dtype=np.float64) ** 2
     total = float(sq.sum())

@@ -36,6 +36,36 @@ class NoContext(Block):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ContextTestRecord(Block):
+    """The baseline against its no-context control over the same items (``gain.context_test``):
+    only a task where the baseline is above the control can decide a concept claim."""
+
+    n: int
+    baseline_only: int
+    """Items the baseline answers right and the control wrong."""
+    no_context_only: int
+    """Items the control answers right and the baseline wrong."""
+    p: float
+    """Exact two-sided McNemar p-value."""
+    alpha: float
+    qualifies: bool
+    """The baseline is above the control and p < alpha."""
+    method: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskTried(Block):
+    """One task of the report's ordered preference list, as the report's default chose."""
+
+    task: str
+    """Its name."""
+    available: bool
+    """Whether this machine holds it (the data folder, or a file packaged with geomlens)."""
+    test: ContextTestRecord | None = None
+    """Its context test on the report's items (absent when not available or not reached)."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class Baseline(Block):
     """The model's own next-token readout on the task (lm-eval's three scorings)."""
 
@@ -55,6 +85,8 @@ class Baseline(Block):
     acc_bytes_ci: list[float] | None = None
     no_context: NoContext | None = None
     """The same scorings with the context left out."""
+    context_test: ContextTestRecord | None = None
+    """acc against the no-context control's acc, paired over items (absent in older runs)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,6 +102,10 @@ class SchemeResult(Block):
     """acc over the baseline's acc_norm."""
     loglik_max_abs_diff_vs_baseline: float | None = None
     """Largest |log-likelihood - the baseline's| over choices (a pyramidal scheme's; nats)."""
+    retained_gain: float | None = None
+    """(acc - no-context acc) / (baseline acc - no-context acc): the share of what the
+    context adds that the scheme keeps (``gain.retained_gain``; its interval in
+    ``retained_gain_ci``, an end None when unbounded)."""
     degenerate: str | None = None
     """Why the concept stage flagged the scheme as degenerate (absent: it did not)."""
 
@@ -104,6 +140,9 @@ class ConceptsMetrics(Block):
     """Scheme labels, best first."""
     model_kind: str | None = None
     """"encoder-decoder" (absent for decoder-only models)."""
+    task_choice: list[TaskTried] | None = None
+    """The report's default task: the preference list in order, each with its context test,
+    up to the first that qualified (absent when a task was given)."""
     feed: str | None = None
 
     @classmethod

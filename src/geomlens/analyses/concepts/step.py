@@ -15,7 +15,6 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,8 @@ from geomlens.analyses.concepts.baseline import (
     no_context_scores,
     prepare,
 )
+from geomlens.analyses.concepts.choice import choose_task, correct_acc, task_spec
+from geomlens.analyses.concepts.gain import context_test, retained_gain
 from geomlens.analyses.concepts.reuse import Reuse
 from geomlens.analyses.concepts.schema import Baseline, ConceptsMetrics, SchemeResult, TaskRecord
 from geomlens.analyses.concepts.schemes import DEFAULT_SCHEMES, LayerRef, Scheme, parse_scheme
@@ -69,6 +70,9 @@ from geomlens.runs.runfolder import (
 )
 from geomlens.stats import DecompositionAccumulator
 from geomlens.stats.finite import require_finite_weights
+
+Scored = tuple[list[ChoiceScores], list[ChoiceScores]]
+"""The baseline's and the no-context control's scores of the same items."""
 
 DEFAULT_LIMIT = 50
 DEFAULT_TASK = "timedial"
@@ -171,6 +175,29 @@ def baseline_section(
     out: dict[str, Any] = {"n": len(prepared), **accuracy_block(prepared, scores, seed)}
     out["chance"] = rnd(float(np.mean([1.0 / len(p.item.choices) for p in prepared])))
     out["no_context"] = accuracy_block(prepared, no_context, seed)
+    test = context_test(correct_acc(prepared, scores), correct_acc(prepared, no_context))
+    out["context_test"] = test.to_dict()
+    return out
+
+
+def with_gains(
+    results: Sequence[dict[str, Any]],
+    prepared: Sequence[Prepared],
+    baseline: Sequence[ChoiceScores],
+    no_context: Sequence[ChoiceScores],
+    seed: int,
+) -> list[dict[str, Any]]:
+    """Each scheme's result with its retained context gain (``gain.retained_gain``) and its
+    paired interval added to its summary, from its per-item predictions (acc)."""
+    gold = np.array([p.item.gold for p in prepared])
+    base, none = correct_acc(prepared, baseline), correct_acc(prepared, no_context)
+    out = []
+    for r in results:
+        correct = np.array([item["pred"]["acc"] for item in r["items"]]) == gold
+        value, lo, hi = retained_gain(correct, base, none, seed)
+        summary = {**r["summary"], "retained_gain": rnd(value)}
+        summary["retained_gain_ci"] = [rnd(lo), rnd(hi)]
+        out.append({**r, "summary": summary})
     return out
 
 
@@ -224,6 +251,7 @@ def run_concepts(
     view: ModelView | None = None,
     progress: bool = False,
     figures: bool = True,
+    scored: Scored | None = None,
 ) -> Run:
     """Run the baseline and the schemes of ``config`` into the run folder ``out``.
 
@@ -234,6 +262,8 @@ def run_concepts(
         view: a model already loaded for ``config.model``.
         progress: show progress bars.
         figures: draw the schemes figure.
+        scored: the baseline and the no-context control of these items already scored
+            with ``view`` (the report's task choice), used instead of scoring them again.
     """
     config = config or ConceptsConfig()
     config.validate()
@@ -255,7 +285,9 @@ def run_concepts(
             require_finite_weights(view.model, str(config.model))
     full = run_identity(config, task, items, schemes)
     with lifecycle.run_folder(out, "concepts", full) as run:
-        return _run_locked(config, run, task, items, schemes, view, progress, figures, given)
+        return _run_locked(
+            config, run, task, items, schemes, view, progress, figures, given, scored
+        )
 
 
 def run_identity(
@@ -293,6 +325,7 @@ def _run_locked(
     progress: bool,
     figures: bool,
     given: str | None = None,
+    scored: Scored | None = None,
 ) -> Run:
     folder, previous = run.folder, run.previous
     if run.finished and previous is not None:
@@ -320,7 +353,7 @@ def _run_locked(
     if no_readout is not None:  # its schemes read the head: not the model's own readout
         folder.merge_metrics("concepts", {"unsupported": no_readout})
         return run.complete(schemes_computed=0, schemes_cached=0)
-    return _score_and_write(config, run, task, prepared, schemes, view, progress, figures)
+    return _score_and_write(config, run, task, prepared, schemes, view, progress, figures, scored)
 
 
 def _baseline(
@@ -332,7 +365,8 @@ def _baseline(
     timing: dict[str, float],
     reuse: Reuse | None = None,
     layers: Sequence[LayerRef] = (),
-) -> tuple[list[ChoiceScores], list[ChoiceScores]]:
+    scored: Scored | None = None,
+) -> Scored:
     """The baseline and the no-context control: read back from predictions.jsonl, or scored
     (and written there). ``reuse`` keeps the contexts' vectors at ``layers`` for the
     schemes that read them."""
@@ -340,6 +374,9 @@ def _baseline(
     cached = read_predictions(pred_path, prepared)
     if cached is not None:
         return cached
+    if scored is not None and len(scored[0]) == len(scored[1]) == len(prepared):
+        write_predictions(pred_path, prepared, *scored)
+        return scored
     t0 = time.time()
     pbar = item_bar(len(prepared), "baseline", progress)
     baseline = baseline_scores(
@@ -370,6 +407,7 @@ def _score_and_write(
     view: ModelView,
     progress: bool,
     figures: bool,
+    scored: Scored | None = None,
 ) -> Run:
     """Baseline, schemes (through their cache), tables, metrics, figure, final manifest."""
     folder, manifest = run.folder, run.manifest
@@ -377,7 +415,7 @@ def _score_and_write(
     reuse = Reuse()  # passes the baseline and the schemes share (the numbers are the same)
     layers = context_layers(view, schemes)
     baseline, no_context = _baseline(
-        config, folder, view, prepared, progress, timing, reuse, layers
+        config, folder, view, prepared, progress, timing, reuse, layers, scored
     )
     full = manifest["config"]
     identity = {k: full[k] for k in full if k != "schemes"}
@@ -407,6 +445,7 @@ def _score_and_write(
         reuse=reuse,
     )
     timing["schemes_seconds"] = time.time() - t0
+    results = with_gains(results, prepared, baseline, no_context, config.seed)
     base = baseline_section(prepared, baseline, no_context, config.seed)
     order = ranked(results)
     write_text_atomic(folder.path / "sweep_table.md", sweep_markdown(order))
@@ -493,16 +532,13 @@ def summary_lines(run: Run) -> list[str]:
 
 
 def default_task(name: str) -> str:
-    """``name`` when a data folder holds it, else the packaged slice of timedial.
+    """``name`` when a data folder holds it, else its packaged slice (``choice.PACKAGED``;
+    timedial's for a task with none).
 
-    The packaged file (the first 200 items of BIG-bench's timedial, Apache-2.0, see
-    geomlens/data/NOTICE-bigbench.md) lets the report run on a machine with no data folder.
+    The packaged files (the first 200 items of BIG-bench tasks, Apache-2.0, see
+    geomlens/data/NOTICE-bigbench.md) let the report run on a machine with no data folder.
     """
-    try:
-        load_task(name)
-        return name
-    except GeomlensError:
-        return str(resources.files("geomlens") / "data" / "timedial_200.json")
+    return task_spec(name) or task_spec("timedial") or name
 
 
 @dataclass(frozen=True)
@@ -524,9 +560,13 @@ class ConceptsStage:
         self, folder: RunFolder, view: ModelView, windows: Windows, acc: DecompositionAccumulator
     ) -> None:
         config, limit = self.config, self.limit
+        choice, task = None, self.task
+        if task is None:  # the first task of the preference list the model reads
+            choice = choose_task(view, limit, config.seed, step=self.step)
+            task = choice.spec
         concepts = ConceptsConfig(
             model=config.model,
-            task=self.task or default_task(DEFAULT_TASK),
+            task=task,
             limit=limit,
             seed=config.seed,
             device=config.device,
@@ -534,13 +574,21 @@ class ConceptsStage:
             trust_remote_code=config.trust_remote_code,
         )
         self.step(f"{Path(concepts.task).stem}: {limit} items, the baseline and each scheme")
-        run = run_concepts(concepts, folder.path / "concepts", view=view, progress=self.progress)
+        run = run_concepts(
+            concepts,
+            folder.path / "concepts",
+            view=view,
+            progress=self.progress,
+            scored=None if choice is None else choice.scored,
+        )
         figure = run.path / "figures" / "concepts_schemes.png"
         if figure.exists():
             (folder.path / "figures").mkdir(exist_ok=True)
             with replacing(folder.path / "figures" / figure.name) as tmp:
                 shutil.copyfile(figure, tmp)
         block = ConceptsMetrics.of(run.metrics)
+        if block is not None and choice is not None:
+            block = replace(block, task_choice=choice.tried)
         folder.merge_metrics("concepts", None if block is None else block.to_dict())
 
 

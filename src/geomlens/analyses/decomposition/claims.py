@@ -26,6 +26,16 @@ planted data a rank-30 part whose 24 weaker directions hold 1/80 of the energy e
 read as rank <= 20 in 47% of draws at a noise share of 0.1 under a floor limit of 1/40
 (docs/claims.md)."""
 
+RANK_MARGIN = 2.0
+"""The least ratio of the weakest counted eigenvalue to the noise floor at which the count
+decides "low rank": the spectrum must end at least a factor 2 above the floor. A tail whose
+energies fall as 1/k or 1/k^2 drops by far less than 2 from one direction to the next
+(by (1 + 1/r)^2 at most from the r-th, so by 2 only at r <= 2, where the floor guard
+leaves it open), so a count cut short by the floor reads a margin near 1; on planted data
+no rank-25 or rank-30 part with such tails is called low-rank while both guards pass
+(docs/claims.md). Steeper tails (1/k^4, exponential) can drop by 2 between directions
+and are not covered."""
+
 COHERENCE_FACTOR = 2.0
 """The largest mutual coherence, as a multiple of that of isotropic random vectors of the
 same count and dimension, still called incoherent."""
@@ -81,7 +91,10 @@ def _low_rank(view: PositionView, published: dict[str, Any] | None) -> Claim:
         "noise (directions under the noise floor go uncounted), so it keeps the noise guard "
         "at 10% and a floor guard at 1/(4 x 20) of the energy: on planted data a rank-30 "
         "part is read as rank <= 20 in no draw while both pass (docs/claims.md, planted "
-        "calibration); directions weaker than that floor stay uncounted at any noise",
+        "calibration); directions weaker than that floor stay uncounted at any noise. A "
+        f"count of {LOW_RANK} or fewer also needs its weakest direction {RANK_MARGIN:g} times "
+        "above the floor: a tail falling as 1/k or 1/k^2 runs on into the floor, and was "
+        "called low-rank in no planted draw with all three guards passing",
         published=published_text(published, "pos_rank"),
         published_number=published_median(published, "pos_rank"),
     )
@@ -98,6 +111,7 @@ def _low_rank(view: PositionView, published: dict[str, Any] | None) -> Claim:
         [
             view.noise_guard(),
             guards.resolution(view.median("pos_eigen_floor"), RANK_FLOOR),
+            guards.no_gap(view.median("pos_rank_margin"), RANK_MARGIN, rank, LOW_RANK),
             guards.short_windows(n_pos, LOW_RANK),
         ],
     )

@@ -89,6 +89,8 @@ class LayerDecomposition:
         pos_contexts_needed: contexts at which that share would fall under 10%.
         pos_rank_corrected: eigenvalues of the noise-free Gram K above the noise floor (r).
         pos_eigen_floor: that floor over tr(K+) (above 1: no direction passes it).
+        pos_rank_margin: the weakest of those r eigenvalues over the floor (near 1: the
+            spectrum runs on into the floor; None when r = 0).
         pos_gram_negative_share: the mass of K's negative eigenvalues over tr(K+): how far
             the unbiased K is from a Gram matrix (0 for a positive semi-definite K).
         pos_rank95_corrected: smallest k whose top-k eigenvalues of K+ (K projected onto
@@ -145,6 +147,7 @@ class LayerDecomposition:
     pos_contexts_needed: int | None = None
     pos_rank_corrected: int | None = None
     pos_eigen_floor: float | None = None
+    pos_rank_margin: float | None = None
     pos_gram_negative_share: float | None = None
     pos_rank95_corrected: int | None = None
     pos_stable_rank_corrected: float | None = None
@@ -394,6 +397,7 @@ def corrected_fields(found: CorrectedPositions | None) -> dict[str, Any]:
         "pos_contexts_needed": found.contexts_needed,
         "pos_rank_corrected": found.rank,
         "pos_eigen_floor": found.floor,
+        "pos_rank_margin": found.margin,
         "pos_gram_negative_share": found.negative_share,
         "pos_rank95_corrected": found.rank95,
         "pos_stable_rank_corrected": found.stable_rank,

@@ -177,9 +177,11 @@ def _layer_draws(
     full: dict[str, Any],
     seed: int,
     corrections: dict[str, float],
+    reused: tuple[Any, list[dict[str, float]]] | None = None,
 ) -> list[dict[str, float]]:
     """Every resampled number of one layer, one dict per draw (``full``: the whole-corpus
-    row of the layer).
+    row of the layer; ``reused``: (r, each draw's noise-corrected numbers) a look of the
+    same accumulator drew, taken as they are when its r is the whole corpus's here).
 
     The principal-angle incoherence compares subspaces of the whole corpus's dimension;
     a draw whose contexts span fewer dimensions leaves it out (undefined there). The
@@ -187,11 +189,18 @@ def _layer_draws(
     noise-corrected numbers project onto the whole corpus's r directions."""
     skip = bool(full["skip_first"])
     rank = full.get("pos_rank_corrected")  # the whole corpus's r; none: nothing to redo
-    groups = None if rank is None else position_noise.group_positions(acc, layer, skip)
+    known = None
+    if reused is not None and reused[0] == rank and len(reused[1]) == len(draws):
+        known = reused[1]  # the look's draws: the same groups, contexts and r
+    groups = (
+        None
+        if rank is None or known is not None
+        else position_noise.group_positions(acc, layer, skip)
+    )
     k = full.get("incoherence_k")
     out = []
     resample = acc.resampler(layer, skip)
-    for weights in draws:
+    for i, weights in enumerate(draws):
         stats, rows = resample(weights)
         drawn = None if labels is None else [labels[r] for r in rows]
         row = analyse_layer(
@@ -203,6 +212,8 @@ def _layer_draws(
             groups=None if groups is None else groups.subset(np.asarray(weights) > 0),
             noise_rank=rank,
         ).to_dict()
+        if known is not None:
+            row.update(dict.fromkeys(CORRECTED), **known[i])
         if row.get("incoherence_k") != k:
             row["incoherence_mean"] = None
         for key in SKETCHED:
@@ -337,6 +348,7 @@ def decomposition_intervals(
     n_draws: int = N_DRAWS,
     seed: int = 0,
     progress: Callable[[int], object] | None = None,
+    reused: dict[int, Any] | None = None,
 ) -> dict[str, Any]:
     """Intervals of every layer's numbers and of their medians over layers.
 
@@ -348,6 +360,9 @@ def decomposition_intervals(
         n_draws: half-samples drawn.
         seed: seed of the draws and of every analysis.
         progress: called with 1 after each layer's draws (a progress bar's ``update``).
+        reused: {layer: (r, each draw's noise-corrected numbers)} that a look of
+            ``--contexts auto`` drew on this accumulator with this seed
+            (``sequential.reused_draws``): not drawn again where r is the same.
 
     Returns:
         {"method", "groups", "n_draws", "seed", "sketch_rank" (columns of the groups'
@@ -367,7 +382,10 @@ def decomposition_intervals(
 
     def one_layer(layer_row: tuple[int, dict[str, Any]]) -> list[dict[str, float]]:
         layer, row = layer_row
-        of_layer = _layer_draws(acc, layer, draws, labels, row, seed, corrections.get(layer, {}))
+        again = (reused or {}).get(layer)
+        of_layer = _layer_draws(
+            acc, layer, draws, labels, row, seed, corrections.get(layer, {}), again
+        )
         if progress is not None:
             progress(1)
         return of_layer

@@ -58,13 +58,23 @@ class PlantedCorpus:
 
 
 def planted_positions(
-    rng: np.random.Generator, length: int, d: int, rank: int, low_share: float
+    rng: np.random.Generator,
+    length: int,
+    d: int,
+    rank: int,
+    low_share: float,
+    decay: float = 0.0,
 ) -> Array:
     """[length, d] P of rank ``rank`` with ``low_share`` of its energy in the lowest
     ``ceil(0.1 length)`` DCT frequencies: min(rank - 1, low - 1) low columns (the constant
     one left out, as pos is centred) share ``low_share`` of the energy equally, the other
     columns (random higher frequencies) share the rest; random orthonormal directions in
-    R^d. ``low_share`` of 1 puts every column in the low band (rank <= low - 1)."""
+    R^d. ``low_share`` of 1 puts every column in the low band (rank <= low - 1).
+
+    ``decay`` > 0 gives a decaying tail instead: the k-th column (low band first) holds
+    energy in proportion to ``1 / k**decay`` (k = 1..rank), and ``low_share`` only picks how
+    many columns lie in the low band (the planted low-frequency share is then whatever
+    those columns hold; ``PlantedCorpus.low_freq_energy`` measures it)."""
     n_low = spectra.n_low_frequencies(length, 0.1)
     if low_share >= 1.0:
         low, high = list(range(1, rank + 1)), []
@@ -72,11 +82,15 @@ def planted_positions(
         n_in = max(1, min(rank - 1, n_low - 1))
         low = list(range(1, n_in + 1))
         high = sorted(rng.choice(np.arange(n_low, length), rank - n_in, replace=False))
-    energy = np.zeros(length)
-    energy[low] = (1.0 if not high else low_share) / len(low)
-    if high:
-        energy[high] = (1.0 - low_share) / len(high)
     columns = np.asarray(low + list(high))
+    energy = np.zeros(length)
+    if decay > 0:
+        falling = np.arange(1, rank + 1, dtype=np.float64) ** -decay
+        energy[columns] = falling / falling.sum()
+    else:
+        energy[low] = (1.0 if not high else low_share) / len(low)
+        if high:
+            energy[high] = (1.0 - low_share) / len(high)
     basis = spectra.dct_basis(length)[:, columns] * np.sqrt(energy[columns])
     directions = np.linalg.qr(rng.standard_normal((d, rank)))[0]
     return np.asarray(basis @ directions.T)
@@ -93,14 +107,17 @@ def plant(
     groups: int = 16,
     anisotropy: float = ANISOTROPY,
     alignment: float | None = None,
+    decay: float = 0.0,
 ) -> PlantedCorpus:
     """A planted P with per-context noise making ``noise_share`` of the pooled positional
     estimate's energy (in expectation), grouped as the accumulator groups contexts.
+    ``decay``: the direction energies' tail (0: equal within each band; 1 and 2: falling as
+    1/k and 1/k^2, ``planted_positions``).
     ``alignment``: None gives Gaussian context vectors; a number gives context vectors
     that share the noise's strong directions and lean that far into P's directions
     (``coherent_contexts``)."""
     rng = np.random.default_rng([seed, rank, length, d, 17])
-    truth = planted_positions(rng, length, d, rank, low_share)
+    truth = planted_positions(rng, length, d, rank, low_share, decay)
     spikes = np.linalg.qr(rng.standard_normal((d, SPIKES)))[0]
     # per-context noise covariance over d (trace 1): sqrt of it, applied to white noise
     iso, spike = math.sqrt((1 - anisotropy) / d), math.sqrt(anisotropy / SPIKES)
@@ -172,6 +189,7 @@ def claim_metrics(
         "n_positions": n_pos,
         "pos_rank_corrected": found.rank,
         "pos_eigen_floor": found.floor,
+        "pos_rank_margin": found.margin,
         "coherence_random_max": incoherence.random_coherence(n_pos, c, d, 0)[0],
     }
     for key, field in intervals.CORRECTED_FIELDS.items():
@@ -272,3 +290,46 @@ def summarise(draws: list[Draw], low_threshold: float, rank_threshold: int) -> d
         "rank_inconclusive": sum(v == "inconclusive" for v in rank_verdicts) / n,
         "draws": n,
     }
+
+
+TAILS = {"flat": 0.0, "1/k": 1.0, "1/k^2": 2.0}
+"""The direction energies' tails the rank claim is calibrated on (``planted_positions``'s
+``decay``): equal within each band, and falling as 1/k and 1/k^2."""
+
+
+@dataclass(frozen=True)
+class RankDraw:
+    """One planted corpus's rank count and the rank claim's verdict, with and without the
+    guard that asks the spectrum to end above the floor (``claims.RANK_MARGIN``)."""
+
+    rank: int
+    rank_truth: int
+    floor: float | None
+    margin: float | None
+    verdict: str
+    verdict_without_gap: str
+
+
+def rank_draw(corpus: PlantedCorpus) -> RankDraw | None:
+    """The rank claim on ``corpus`` (no intervals: the count has none), judged twice: as a
+    run judges it, and with ``pos_rank_margin`` left out (the guards before the gap's)."""
+    from geomlens.analyses.decomposition import claims  # the claims import the schema
+
+    found = position_noise.corrected(corpus.groups, corpus.ctx, baseline=False)
+    if found is None:
+        return None
+    metrics = claim_metrics(corpus, found, {}, 0)
+    verdicts = []
+    for keep in (True, False):
+        if not keep:
+            metrics["decomposition"]["layers"][0]["pos_rank_margin"] = None
+        by_id = {c.id: c.verdict for c in claims.position_claims(metrics, {})}
+        verdicts.append(by_id["song.pos_low_rank"])
+    return RankDraw(
+        rank=found.rank,
+        rank_truth=corpus.rank,
+        floor=found.floor,
+        margin=found.margin,
+        verdict=verdicts[0],
+        verdict_without_gap=verdicts[1],
+    )

@@ -187,6 +187,10 @@ class CorrectedPositions:
             direction passes the floor (r = 0).
         negative_share: the mass of K's negative eigenvalues over tr(K+) (0 for a PSD K):
             how far K is from a Gram matrix.
+        margin: the weakest counted eigenvalue of K over the noise floor (None when r was
+            given or is 0): near 1 when the spectrum runs on into the floor, so that
+            weaker directions beyond the count may be hidden under it; large when the
+            spectrum ends well above the floor.
         noise: the split-half noise floors (None without them): "rank95", "stable_rank",
             "low_freq", "low_freq_energy" of the noise-only estimate N (the plain
             statistics read from noise alone), and "coherence_max", "incoherence_mean" of
@@ -208,6 +212,7 @@ class CorrectedPositions:
     floor: float | None = None
     noise: dict[str, float] | None = None
     negative_share: float | None = None
+    margin: float | None = None
 
     @property
     def singular_values(self) -> tuple[float, ...]:
@@ -295,11 +300,13 @@ def corrected(
     psd = np.where(values > spread, values, 0.0)
     top, total = float(psd[0]), float(np.sum(psd))
     negative = -float(np.sum(values[values < 0]))
-    floor = None
+    floor = margin = None
     if rank is None:
         floor_value = eigen_floor(groups, seed)
         rank = int(np.sum(values > floor_value))
         floor = floor_value / total if total > 0 else math.nan
+        if rank > 0 and floor_value > 0:
+            margin = float(values[rank - 1]) / floor_value
     rank = min(rank, int(np.sum(values > 0)))
     basis = vectors[:, :rank]
     coefficients = basis.T @ pooled
@@ -336,6 +343,7 @@ def corrected(
         floor=floor,
         noise=noise,
         negative_share=negative / total if total > 0 else math.nan,
+        margin=margin,
     )
 
 

@@ -1,9 +1,11 @@
 """``--contexts auto``: how many contexts decide Song & Zhong's position claims.
 
-The capture grows in chunks along a fixed schedule of looks, C0, 2 C0, 4 C0, ... (at most
-``MAX_LOOKS``, as far as the corpus holds), and stops at the first look where every
-position claim that reads the positional estimate is decided ("reproduced" or "not
-reproduced", none "inconclusive"), or when the budget is spent (``pipeline.run``).
+The capture grows in chunks along a fixed schedule of looks, C0, 2 C0, 4 C0, ... (as far as
+the corpus holds, up to ``--max-contexts``: 2,048 by default, ``MAX_LOOKS`` looks), and stops
+at the first look where every position claim that reads the positional estimate is decided
+("reproduced" or "not reproduced", none "inconclusive"), or at the last look: a number of
+windows, never a time (the wall-clock budget only cuts a run short, saying so;
+``pipeline.auto``).
 
 Stopping at the first decided look is a look at the data that a fixed C does not take:
 with 95% intervals at each of K looks, a claim whose truth sits at its threshold would be
@@ -11,20 +13,23 @@ decided at some look more often than 5% of the time. The 5% is spent over the pl
 looks instead (Bonferroni): every look's intervals, and the final analysis's, are at
 ``1 - 0.05 / K``, so the chance that any look decides such a claim is at most 5% whatever
 the looks' dependence. The schedule is fixed before the capture (it depends only on C0,
-the corpus's size and ``MAX_LOOKS``), as the spending needs.
+the corpus's size and ``--max-contexts``), as the spending needs.
 
 A look computes only what those claims read, on the view without position 0 after the
 outlier windows are set aside (``outliers.set_aside``, as the analysis step does): each
 layer's noise-corrected numbers (``position_noise.corrected``) and their half-sample
 draws (the same draws of groups as ``intervals.decomposition_intervals``, the same
-resampled context parts), then the claims themselves (``claims.position_claims``). The
-full analysis runs once, after the last look. See docs/decomposition.md, "--contexts auto".
+resampled context parts), then the claims themselves (``claims.position_claims``). A
+claim decided at a look keeps its verdict (it is not tested again); when only the counted
+rank claim is left undecided (``COUNTED``), the look draws no half-samples. The full
+analysis runs once, after the last look. See docs/decomposition.md, "--contexts auto".
 """
 
 from __future__ import annotations
 
 import math
 import statistics
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -49,7 +54,8 @@ ALPHA = 0.05
 """The error spent over all looks together."""
 
 MAX_LOOKS = 5
-"""Looks planned at most: C0 to 16 C0 (128 to 2,048 windows by default)."""
+"""The looks of the default schedule: C0 to 16 C0 (128 to 2,048 windows, the default
+``--max-contexts``), the schedule the error spending was checked on."""
 
 SPENDING = (
     "Bonferroni over the K planned looks of a fixed doubling schedule: every look's "
@@ -58,13 +64,14 @@ SPENDING = (
 """How the error is spent, as the record names it."""
 
 
-def looks(first: int, available: int, max_looks: int = MAX_LOOKS) -> tuple[int, ...]:
-    """The schedule: ``first``, twice it, four times it, ... while the corpus holds them,
-    at most ``max_looks`` looks (one look of all it holds when that is below ``first``)."""
+def looks(first: int, available: int, max_looks: int | None = None) -> tuple[int, ...]:
+    """The schedule: ``first``, twice it, four times it, ... while ``available`` (the
+    corpus's windows, cut to ``--max-contexts``) holds them, at most ``max_looks`` looks
+    (None: no other limit); one look of all it holds when that is below ``first``."""
     if available < first:
         return (available,)
     found = [first]
-    while len(found) < max_looks and 2 * found[-1] <= available:
+    while (max_looks is None or len(found) < max_looks) and 2 * found[-1] <= available:
         found.append(2 * found[-1])
     return tuple(found)
 
@@ -195,15 +202,23 @@ def look_metrics(
     return {"decomposition": {"skip_first": True, "layers": rows, "intervals": view}}
 
 
+COUNTED = frozenset({"song.pos_low_rank"})
+"""The waited-for claims that read no interval (a count of eigenvalues above the noise
+floor, with its guards): a look where only these are undecided draws no half-samples."""
+
+
 def accumulator_look(
     acc: DecompositionAccumulator,
     rerun: Callable[[list[int]], DecompositionAccumulator],
     coverage: float,
     seed: int = 0,
+    resampled: bool = True,
 ) -> dict[str, Any]:
     """``look_metrics`` of a capture: the outlier windows set aside (``rerun``: windows ->
     an accumulator of them alone), then on the view without position 0, in threads,
-    every layer's row (``compute.analyse_layer``) and its draws (``draw_numbers``)."""
+    every layer's row (``compute.analyse_layer``) and, with ``resampled``, its draws
+    (``draw_numbers``; without, no interval: the claims that read one stay
+    inconclusive)."""
     clean = outliers.set_aside(acc, rerun).clean
     draws = intervals.group_draws(clean.groups, intervals.N_DRAWS, seed)
 
@@ -213,14 +228,43 @@ def accumulator_look(
         # the analysis's own row (no labels: the topic claim is not waited for)
         found = analyse_layer(stats, None, seed, groups=groups).to_dict()
         row = {k: v for k, v in found.items() if not isinstance(v, list)}
-        if groups is None:
+        if groups is None or not resampled:
             return row, []
         resample = clean.resampler(layer, True)
         rank = row.get("pos_rank_corrected")
         return row, draw_numbers(groups, rank, lambda w: resample(w)[0].ctx, draws, seed)
 
     found = map_layers(one, clean.layers)
+    if resampled:
+        remember(
+            acc,
+            seed,
+            {
+                layer: (r.get("pos_rank_corrected"), d)
+                for layer, (r, d) in zip(clean.layers, found, strict=True)
+            },
+        )
     return look_metrics([r for r, _ in found], [d for _, d in found], clean.groups, coverage)
+
+
+_LAST: list[tuple[weakref.ref[DecompositionAccumulator], int, dict[int, Any]]] = []
+"""The last look's draws of the noise-corrected numbers: (its accumulator, seed,
+{layer: (r, per-draw numbers)}); the final analysis of the same accumulator reuses them."""
+
+
+def remember(acc: DecompositionAccumulator, seed: int, draws: dict[int, Any]) -> None:
+    """Keep a look's per-layer draws (``accumulator_look``) for ``reused_draws``."""
+    _LAST[:] = [(weakref.ref(acc), seed, draws)]
+
+
+def reused_draws(acc: DecompositionAccumulator, seed: int) -> dict[int, Any]:
+    """{layer: (r, per-draw noise-corrected numbers)} of the last look when it was taken on
+    this very accumulator with this seed (the same windows, outliers and draws of groups),
+    else {}: what ``intervals.decomposition_intervals`` need not draw again."""
+    for ref, kept_seed, draws in _LAST:
+        if ref() is acc and kept_seed == seed:
+            return draws
+    return {}
 
 
 @dataclass(frozen=True)
@@ -247,7 +291,7 @@ class PositionClaimsRule:
     the schedule, each look's level, a look, and where the record goes."""
 
     alpha: float = ALPHA
-    max_looks: int = MAX_LOOKS
+    max_looks: int | None = None
     spending: str = SPENDING
 
     def looks(self, first: int, available: int) -> tuple[int, ...]:
@@ -264,19 +308,32 @@ class PositionClaimsRule:
         batch_size: int,
         coverage: float,
         model: dict[str, Any],
+        earlier: dict[str, str] | None = None,
     ) -> Look:
         """The gated claims judged on ``acc`` (the first ``acc.n_contexts`` of
-        ``windows``), intervals at ``coverage``."""
+        ``windows``), intervals at ``coverage``; only those still undecided.
+
+        A claim an earlier look decided keeps that verdict (``earlier``: claim id ->
+        the verdict it was decided with): it is not tested again, so the error spent on
+        it stays that of the looks that tested it. When every claim still undecided is
+        one that reads no interval (``COUNTED``), the look draws no half-samples (most
+        of a look's work)."""
+        decided = {
+            k: v for k, v in (earlier or {}).items() if v in ("reproduced", "not reproduced")
+        }
 
         def rerun(rows: list[int]) -> DecompositionAccumulator:
             return capture_contexts(view, windows, acc, rows, batch_size)
 
-        metrics = accumulator_look(acc, rerun, coverage)
+        waiting = {k for k in earlier or {} if k not in decided}
+        resampled = not earlier or not waiting <= COUNTED
+        metrics = accumulator_look(acc, rerun, coverage, resampled=resampled)
         claims = gated(position_claims(metrics, model))
+        verdicts = {c.id: decided.get(c.id, c.verdict) for c in claims}
         return Look(
             acc.n_contexts,
-            {c.id: c.verdict for c in claims},
-            [c.id for c in claims if c.verdict == "inconclusive"],
+            verdicts,
+            [k for k, v in verdicts.items() if v == "inconclusive"],
         )
 
     @contextmanager
@@ -303,8 +360,9 @@ def auto_contexts_reading(metrics: dict[str, Any]) -> str | None:
         return None
     why = {
         "decided": "every position claim that reads the positional estimate was decided",
-        "budget": f"the budget of {found.get('budget_minutes', 0):g} minutes was spent",
-        "last look": "the last planned look was reached",
+        "budget": "the wall-clock safety --budget cut it short: "
+        + str(found.get("cut_short") or "the verdicts are those of a shorter run"),
+        "last look": "the last planned look (--max-contexts) was reached",
         "nothing to decide": "no position claim could be measured on these windows",
     }.get(found.get("stopped"), str(found.get("stopped")))
     looks = ", ".join(str(n) for n in found.get("looks", []))

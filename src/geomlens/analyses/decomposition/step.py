@@ -24,6 +24,7 @@ from geomlens.analyses.decomposition import figures as figs
 from geomlens.analyses.decomposition import outliers, position_noise
 from geomlens.analyses.decomposition.compute import LayerDecomposition, analyse_layers
 from geomlens.analyses.decomposition.intervals import decomposition_intervals
+from geomlens.analyses.decomposition.sequential import reused_draws
 from geomlens.capturing.capture import CaptureConfig, capture_contexts
 from geomlens.corpus import Windows
 from geomlens.errors import GeomlensError
@@ -147,8 +148,15 @@ class DecompositionAnalysis:
         step("intervals over contexts")
         drawn = (2 if aside else 1) * len(acc.layers) if acc.groups else 0
         with step_bar(step, drawn, "layer") as bar:
+            # --contexts auto: the last look's draws of the noise-corrected numbers, taken
+            # on this accumulator, are not drawn again
             skip_rows["intervals"] = decomposition_intervals(
-                clean, skip_rows["layers"], labels, seed=seed, progress=bar.update
+                clean,
+                skip_rows["layers"],
+                labels,
+                seed=seed,
+                progress=bar.update,
+                reused=reused_draws(acc, seed),
             )
             if aside:
                 with_outliers["intervals"] = decomposition_intervals(

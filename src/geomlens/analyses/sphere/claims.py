@@ -118,7 +118,10 @@ def _unchanged(with_ids: list[int], without_ids: list[int], k: int) -> str | Non
 
 
 def _lists(top: GammaBetaView) -> tuple[TokenList, TokenList]:
-    """The top lists with and without gamma/beta; a block that has a Zipf shift has both."""
+    """The top lists with and without gamma/beta that the claim compares: the whole words
+    where the run kept them, else every token; a block that has a Zipf shift has both."""
+    if top.affine_words is not None and top.plain_words is not None:
+        return top.affine_words, top.plain_words
     if top.affine is None or top.plain is None:
         raise GeomlensError(
             "metrics.json has a Zipf shift without the top lists it compares; the run folder "
@@ -127,12 +130,32 @@ def _lists(top: GammaBetaView) -> tuple[TokenList, TokenList]:
     return top.affine, top.plain
 
 
+def norm_words(top: GammaBetaView) -> tuple[str, str]:
+    """(what the final norm applies, the scope's sentence on it): "gamma/beta", or "gamma"
+    for a norm without beta (RMSNorm), whose half of the claim on beta cannot be tested."""
+    if top.readout_has_beta is False:
+        return "gamma", (
+            f"; this model's final norm ({top.readout_norm or 'its readout norm'}) has no "
+            "beta (gamma only, as an RMSNorm), so only gamma's half of the claim is tested"
+        )
+    return "gamma/beta", ""
+
+
 def _gamma_beta_claim(top: GammaBetaView, outside: str | None) -> Claim:
-    """Molina: gamma/beta move the readout's top tokens toward common words. Top lists
-    that gamma/beta leave unchanged answer it: not reproduced."""
+    """Molina: gamma/beta move the readout's top tokens toward common words. The guards
+    come first (lists that wordfreq cannot score decide nothing); then top lists that
+    gamma/beta leave unchanged answer it: not reproduced."""
     shift, zipf = top.english_zipf_shift, top.mean_english_zipf or MeanZipf()
     number = lo = hi = None
     interval, value, fired, unchanged = "none", "–", [], None
+    affine_word, scope_words = norm_words(top)
+    compared = (
+        "whole words"
+        if top.affine_words is not None
+        else "tokens, word pieces included"
+        if top.zipf_compared is not None
+        else "tokens"
+    )
     if shift is not None:
         affine, plain = _lists(top)
         number, lo, hi = shift.value, shift.low, shift.high
@@ -149,15 +172,19 @@ def _gamma_beta_claim(top: GammaBetaView, outside: str | None) -> Claim:
                     {"with gamma/beta": list(affine.top), "without gamma/beta": list(plain.top)}
                 )
             ),
-            guards.same_numbers(zipf.affine, zipf.plain, "the mean Zipf frequencies compared"),
         ]
+        if unchanged is None:  # unchanged lists are decided below, not by equal means
+            fired.append(
+                guards.same_numbers(zipf.affine, zipf.plain, "the mean Zipf frequencies compared")
+            )
     claim = Claim(
         GAMMA_BETA,
         "The final norm's gamma/beta shift the top-scoring tokens toward common words",
         MOLINA,
         "mean Zipf frequency (wordfreq, each token in its own script's language) of the "
-        "top-10 tokens: with gamma/beta minus without > 0; the same top tokens with and "
-        "without (all but at most one of ten) is no shift",
+        f"top-10 {compared}: with {affine_word} minus without > 0; the same top "
+        f"{compared} with and without (all but at most one of ten) is no shift, once the "
+        "guards pass",
         value,
         "",
         number,
@@ -165,9 +192,10 @@ def _gamma_beta_claim(top: GammaBetaView, outside: str | None) -> Claim:
         hi,
         threshold=0.0,
         interval=interval,
-        scope=MOLINA_SCOPE,
+        scope=MOLINA_SCOPE + scope_words,
         threshold_source="the paper's direction (toward common words); 0 is no shift",
     )
-    if outside is None and unchanged is not None:
+    guard = guards.first(*fired)
+    if outside is None and unchanged is not None and guard is None:
         return replace(claim, verdict="not reproduced", why=unchanged, guard="")
     return judge(claim, True, "no word frequencies in this run", fired, outside)

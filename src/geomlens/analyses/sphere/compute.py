@@ -13,7 +13,7 @@ Everything here is a pure function of tensors and a ``ModelView``; see docs/sphe
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
@@ -449,6 +449,10 @@ class TopTokens:
         zipf: table -> mean English Zipf frequency of its top-k, and "vocab_mean".
         zipf_shift: mean Zipf of the top-k with gamma/beta minus without, with a 95%
             bootstrap interval (each list of k resampled); None without frequencies.
+        readout_has_beta: whether the readout norm has a beta (an RMSNorm has gamma only).
+        compared: which lists ``zipf`` and ``zipf_shift`` read: whole words (tables
+            "plain_words" and "affine_words", ``whole_words``), or every token where the
+            vocabulary has too few whole words.
     """
 
     k: int
@@ -457,9 +461,15 @@ class TopTokens:
     freq_rank: dict[str, float | None]
     zipf: dict[str, float | None]
     zipf_shift: dict[str, Any] | None
+    readout_has_beta: bool | None = None
+    compared: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"k": self.k, "readout_norm": self.readout_norm}
+        if self.readout_has_beta is not None:
+            out["readout_has_beta"] = self.readout_has_beta
+        if self.compared is not None:
+            out["zipf_compared"] = self.compared
         out.update(self.tables)
         out["mean_freq_rank"] = self.freq_rank
         out["mean_english_zipf"] = self.zipf
@@ -504,9 +514,13 @@ def top_tokens(
     """
     V = int(view.W_E.shape[0])
     name, norm = readout_norm(view)
+    words = None if zipf is None or tokens is None else whole_words(tokens, zipf)
+    if words is not None and int(words.sum()) < k:
+        words = None
+    mask = None if words is None else torch.from_numpy(words)
     (got,) = scan_vocab(
-        lambda ids: [torch.stack(_own_scores(view, norm, ids))],
-        3,
+        lambda ids: [torch.stack(_own_scores(view, norm, ids, mask))],
+        3 if mask is None else 5,
         V,
         column_bytes=8 * 6 * view.d_model,
         k=k,
@@ -520,7 +534,8 @@ def top_tokens(
     tables: dict[str, dict[str, list[Any]]] = {}
     freq: dict[str, float | None] = {}
     common: dict[str, float | None] = {}
-    for row, key in enumerate(("norm", "plain", "affine")):
+    keys = ("norm", "plain", "affine") + (() if mask is None else ("plain_words", "affine_words"))
+    for row, key in enumerate(keys):
         top, bottom = top_ids[row].tolist(), low_ids[row].tolist()
         tables[key] = {
             "top": [_tok(tokens, i) for i in top],
@@ -530,31 +545,83 @@ def top_tokens(
             "top_scores": [sig(float(v)) for v in top_s[row]],
             "bottom_scores": [sig(float(v)) for v in low_s[row]],
         }
+        if key.endswith("_words"):  # only whole words compete: the bottoms are the rest
+            for end in ("bottom", "bottom_ids", "bottom_scores"):
+                del tables[key][end]
         freq[key] = None if ranks is None else sig(ranks[top].mean())
         common[key] = None if zipf is None else sig(zipf[top].mean())
     freq["vocab_mean"] = None if ranks is None else sig(ranks.mean())
     common["vocab_mean"] = None if zipf is None else sig(zipf.mean())
-    shift = None
+    shift, compared = None, None
     if zipf is not None:
+        affine, plain = ("affine", "plain") if mask is None else ("affine_words", "plain_words")
+        compared = WORD_PIECES if mask is None else WHOLE_WORDS
         shift = mean_difference(
-            zipf[tables["affine"]["top_ids"]], zipf[tables["plain"]["top_ids"]], seed
+            zipf[tables[affine]["top_ids"]], zipf[tables[plain]["top_ids"]], seed
         )
+        if mask is not None:  # the claim's means: of the lists it compares
+            common["affine"] = sig(zipf[tables[affine]["top_ids"]].mean())
+            common["plain"] = sig(zipf[tables[plain]["top_ids"]].mean())
     return TopTokens(
-        k=k, readout_norm=name, tables=tables, freq_rank=freq, zipf=common, zipf_shift=shift
+        k=k,
+        readout_norm=name,
+        tables=tables,
+        freq_rank=freq,
+        zipf=common,
+        zipf_shift=shift,
+        readout_has_beta=norm.bias is not None,
+        compared=compared,
     )
 
 
-def _own_scores(view: ModelView, norm: NormView, ids: Columns) -> list[torch.Tensor]:
+WHOLE_WORDS = (
+    "whole words: the top tokens among those that start a word (decoded with a leading "
+    "space), are letters only and are among wordfreq's 50,000 most frequent words of "
+    "their language"
+)
+WORD_PIECES = (
+    "every token, word pieces included: this vocabulary has fewer whole words (decoded with "
+    "a leading space, letters only, among wordfreq's 50,000 most frequent words of their "
+    "language) than the lists' length"
+)
+
+
+def whole_words(
+    tokens: Sequence[str], zipf: Array, is_word: Callable[[str], bool] | None = None
+) -> npt.NDArray[np.bool_]:
+    """[vocab] whether each token is a whole word: it starts a word (its text alone begins
+    with a space, as byte-level BPE writes a word's first piece), the rest is letters
+    only, wordfreq scores it (a Zipf frequency above 0) and it is a word of its language
+    (``is_word``, default ``word_frequency.is_word``: among wordfreq's 50,000 most
+    frequent words). The first piece of a longer word (" elig", " preserv") is not one,
+    though wordfreq gives such strings a small frequency of their own."""
+    if is_word is None:
+        from geomlens.analyses.sphere.word_frequency import is_word as listed
+
+        is_word = listed
+    out = np.zeros(len(tokens), dtype=bool)
+    for i, t in enumerate(tokens):
+        word = t[1:] if t[:1] == " " else ""
+        out[i] = bool(word) and word.isalpha() and zipf[i] > 0 and is_word(word)
+    return out
+
+
+def _own_scores(
+    view: ModelView, norm: NormView, ids: Columns, words: torch.Tensor | None = None
+) -> list[torch.Tensor]:
     """For the tokens ``ids``, in float64: [c] each, |W_E[i]|, N0(s e_i) . W_U[:, i] and
-    N(s e_i) . W_U[:, i] (``s`` the embedding scale; N0 without gamma/beta)."""
+    N(s e_i) . W_U[:, i] (``s`` the embedding scale; N0 without gamma/beta); with
+    ``words`` ([vocab] bool), the last two again with every other token at -inf."""
     W_E = view.W_E[ids].double()
     W_U = view.W_U[:, ids].double()
     e = W_E * view.embedding_scale
-    return [
-        W_E.norm(dim=-1),
-        (sphere_construction(e, norm, affine=False) * W_U.T).sum(-1),
-        (sphere_construction(e, norm, affine=True) * W_U.T).sum(-1),
-    ]
+    plain = (sphere_construction(e, norm, affine=False) * W_U.T).sum(-1)
+    affine = (sphere_construction(e, norm, affine=True) * W_U.T).sum(-1)
+    out = [W_E.norm(dim=-1), plain, affine]
+    if words is not None:
+        keep = words[ids]
+        out += [x.masked_fill(~keep, -math.inf) for x in (plain, affine)]
+    return out
 
 
 def _tok(tokens: Sequence[str] | None, i: int) -> str:

@@ -217,6 +217,15 @@ class GammaBetaView(Block):
     k: int | None = None
     affine: TokenList | None = None
     plain: TokenList | None = None
+    affine_words: TokenList | None = None
+    """The top whole words with gamma/beta (absent in older runs, or when the vocabulary
+    has too few whole words): what the claim compares when present."""
+    plain_words: TokenList | None = None
+    readout_norm: str | None = None
+    readout_has_beta: bool | None = None
+    """Whether the final norm has a beta (absent in older runs)."""
+    zipf_compared: str | None = None
+    """Which lists the Zipf numbers read, in words."""
     mean_english_zipf: MeanZipf | None = None
     english_zipf_shift: ZipfShift | None = None
 

@@ -159,3 +159,22 @@ def unknown(tokens: Sequence[str]) -> list[str]:
             continue
         out.append(t)
     return out
+
+
+WORDS = 50_000
+"""How many of a language's most frequent words count as its words (``is_word``)."""
+
+
+@functools.cache
+def word_list(lang: str) -> frozenset[str]:
+    """The ``WORDS`` most frequent words wordfreq lists for ``lang`` (lower case)."""
+    from wordfreq import top_n_list
+
+    return frozenset(top_n_list(lang, WORDS))
+
+
+def is_word(text: str) -> bool:
+    """Whether ``text`` (lower-cased) is among the ``WORDS`` most frequent words of the
+    language its script is scored in; False where its script has no usable list."""
+    lang = language_of(text)
+    return lang is not None and text.strip().lower() in word_list(lang)

@@ -3,10 +3,18 @@ the position kernels' negative self-bias and far amplification."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from geomlens.analyses.walk.schema import EncodingView, KernelsView, NeverLeave, WalkClaimsView
+from geomlens.analyses.walk.schema import (
+    EncodingView,
+    KernelsView,
+    NeverLeave,
+    WalkClaimsView,
+    WalkControl,
+)
 from geomlens.reporting.claims import SINGH, SINGH_KINDS, Claim, judge, text
+from geomlens.reporting.guards import Guard
 from geomlens.stats.intervals import wilson
 
 NEGATIVE_SELF_BIAS = 0.75
@@ -39,14 +47,45 @@ def _walk_interval(enc: EncodingView) -> tuple[float | None, float | None, str]:
     )
 
 
+def control_guard(
+    control: WalkControl | None, never: float | None, high: float | None
+) -> Guard | None:
+    """The walk does not leave its own token more often than the control does (the same
+    model on the walk text shuffled at token level, ``walks.shuffled_ids``): its
+    never-leave fraction is not below the control's by their block-bootstrap intervals
+    (the walk's high end must lie under the control's low end), or the run has no control.
+    """
+    if never is None:
+        return None
+    if control is None:
+        return Guard(
+            "control",
+            "this run walked no control text (made before geomlens walked one): leaving "
+            "its own token cannot be told from what any pass of the model does",
+        )
+    ci = control.frac_never_leave_ci or {}
+    low = ci.get("low")
+    if high is not None and low is not None and high < low:
+        return None
+    shown = text(control.frac_never_leave, ".2f", low=low, high=ci.get("high"))
+    return Guard(
+        "control",
+        f"{control.kind} never leaves at {shown}; the walk's own fraction is not below it "
+        "by their intervals, so leaving its own token is what the model does to any token, "
+        "not a sign that it moves toward what the text says next",
+    )
+
+
 def _walk_claim(
     walk: WalkClaimsView, encoder: bool, stack: str | None, outside: str | None
 ) -> Claim:
     """An encoder stack's walk is expected to stay near its own token (Singh), a decoder
-    stack's to leave it for the next token's."""
+    stack's to leave it for the next token's; a decoder-only model's walk must leave more
+    often than a control's that cannot carry the claim."""
     enc = walk.encoding or EncodingView()
     never = (enc.cos or NeverLeave()).frac_never_leave
     lo, hi, how = _walk_interval(enc)
+    controlled = not encoder and stack is None
     tag, suffix = ("", "") if stack is None else (f" ({stack} stack)", f".{stack}")
     claim = Claim(
         f"singh.walk_{'stays' if encoder else 'leaves'}{suffix}",
@@ -58,8 +97,16 @@ def _walk_claim(
         + tag,
         SINGH,
         "fraction of positions whose own token never leaves the top-k (cosine) "
-        + (">= 0.5" if encoder else "<= 0.5"),
-        text(never, ".2f", low=lo, high=hi) + ("" if never is None else " never leave"),
+        + (">= 0.5" if encoder else "<= 0.5")
+        + (
+            ", and below the same fraction for the walk text shuffled at token level (the "
+            "walk's 95% interval under the control's)"
+            if controlled
+            else ""
+        ),
+        text(never, ".2f", low=lo, high=hi)
+        + ("" if never is None else " never leave")
+        + _control_words(enc.control if controlled else None),
         "",
         never,
         lo,
@@ -71,9 +118,27 @@ def _walk_claim(
             if encoder
             else "decoder stacks whose readout is tied to the embeddings (appendix A.2)"
         ),
-        threshold_source="geomlens: most positions (the paper shows examples, no fraction)",
+        threshold_source="geomlens: most positions (the paper shows examples, no fraction)"
+        + (
+            "; the control is geomlens's: any next-token predictor's walk leaves its own "
+            "token, so the model must leave it more often than on a text it cannot read"
+            if controlled
+            else ""
+        ),
     )
-    return judge(claim, encoder, "no walk analysis", (), outside)
+    judged = judge(claim, encoder, "no walk analysis", (), outside)
+    guard = control_guard(enc.control, never, hi) if controlled else None
+    if judged.verdict != "reproduced" or guard is None:
+        return judged  # the control can only withhold "reproduced"
+    return replace(judged, verdict="inconclusive", why=guard.why, guard=guard.name)
+
+
+def _control_words(control: WalkControl | None) -> str:
+    if control is None:
+        return ""
+    ci = control.frac_never_leave_ci or {}
+    shown = text(control.frac_never_leave, ".2f", low=ci.get("low"), high=ci.get("high"))
+    return f"; shuffled text (control): {shown}"
 
 
 def _self_bias_claim(

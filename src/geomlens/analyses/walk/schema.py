@@ -60,6 +60,21 @@ class WalkSpace(Block):
 
 
 @dataclass(frozen=True, kw_only=True)
+class WalkControl(Block):
+    """The encoding walk of a control that cannot carry the walk claims: the same model on
+    the same tokens shuffled at token level (``walks.shuffled_ids``), read as the walk
+    itself is (cosine)."""
+
+    kind: str
+    """What the control is, in words."""
+    seed: int
+    """Seeds the shuffle."""
+    frac_never_leave: float
+    frac_never_leave_ci: dict[str, Any] | None = None
+    """Its block-bootstrap interval, as the walk's own."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class Encoding(Block):
     """Each position's walk among the token embeddings along the layers."""
 
@@ -70,6 +85,9 @@ class Encoding(Block):
     layers: list[dict[str, Any]] | None = None
     """Per layer: shares in the top-k and median ranks of the own and next token."""
     n_positions: int | None = None
+    control: WalkControl | None = None
+    """The same statistic on the shuffled text (absent in older runs and for stacks walked
+    without one)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -203,6 +221,7 @@ class EncodingView(Block):
 
     cos: NeverLeave | None = None
     n_positions: int | None = None
+    control: WalkControl | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

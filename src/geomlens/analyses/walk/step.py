@@ -60,8 +60,10 @@ from geomlens.analyses.walk.walks import (
     DecodingWalk,
     EncodingWalk,
     TokenSpace,
+    control_summary,
     decoding_walk,
     encoding_walk,
+    shuffled_ids,
     walk_projection,
 )
 from geomlens.capturing.store import save_file_atomic as save_file
@@ -410,6 +412,22 @@ def _similarity(folder: RunFolder, view: ModelView, ids: torch.Tensor, sections:
     return maps, hidden, names
 
 
+def _control(
+    view: ModelView,
+    ids: torch.Tensor,
+    names: tuple[str, ...],
+    top_k: int,
+    space: TokenSpace,
+    seed: int,
+) -> dict[str, Any]:
+    """The walk claims' control: the encoding walk of the same tokens shuffled
+    (``walks.shuffled_ids``), summarised as the walk's own never-leave fraction."""
+    shuffled = shuffled_ids(ids, seed)
+    hidden, _ = layer_stack(view, shuffled)
+    walk = encoding_walk(view, hidden, names, shuffled, k=top_k, space=space)
+    return control_summary(walk, seed)
+
+
 def _decoder_stack(
     folder: RunFolder, view: ModelView, ids: torch.Tensor, top_k: int, space: TokenSpace
 ) -> dict[str, Any]:
@@ -471,7 +489,7 @@ class WalkAnalysis:
 
             # a readout that is not the model's own: no walk among its tokens is claimed
             no_readout = readout_missing(view)
-            enc = decoder = None
+            enc = decoder = control = None
             if no_readout is None:
                 step("encoding walk")
                 stack = "encoder" if view.is_seq2seq else "main"
@@ -481,6 +499,9 @@ class WalkAnalysis:
                         progress=bar.update,
                     )  # fmt: skip
                 _save_encoding(folder, view, enc, "")
+                if view.generates and not view.is_seq2seq:
+                    step("encoding walk of the shuffled text (the control)")
+                    control = _control(view, ids, names, top_k, space, self.seed)
                 if view.is_seq2seq:
                     decoder = _decoder_stack(folder, view, ids, top_k, space)
 
@@ -504,7 +525,11 @@ class WalkAnalysis:
                 if names[-1] == "final_norm"
                 else "hidden vector as is, then W_U^T rows",
                 similarity=Similarity.from_dict(maps.to_dict()),
-                encoding=None if enc is None else Encoding.from_dict(enc.to_dict()),
+                encoding=None
+                if enc is None
+                else Encoding.from_dict(
+                    enc.to_dict() | ({} if control is None else {"control": control})
+                ),
                 decoding=read_decodings(decoding),
                 kernels=Kernels.from_dict(kernels["kernels"]),
                 refactor=Refactor.from_dict(kernels["refactor"]),

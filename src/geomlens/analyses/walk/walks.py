@@ -279,6 +279,37 @@ def encoding_walk(
     )
 
 
+SHUFFLED = "the same model on the walk text shuffled at token level (first token kept)"
+
+
+def shuffled_ids(input_ids: torch.Tensor, seed: int) -> torch.Tensor:
+    """[T] the same tokens in a seeded random order, the first one kept in place (a
+    beginning-of-text token stays where the model expects it).
+
+    The walk of a shuffled text is the control of the walk claims: every position keeps
+    its own token, so "leaving its own token's neighbourhood" is measured on the same
+    tokens, but no text is left to read, so what survives is what the model's pass does to
+    any token whatever surrounds it.
+    """
+    ids = input_ids.cpu().long()
+    if len(ids) < 3:
+        return ids.clone()
+    gen = torch.Generator().manual_seed(int(seed))
+    order = torch.randperm(len(ids) - 1, generator=gen) + 1
+    return torch.cat([ids[:1], ids[order]])
+
+
+def control_summary(walk: EncodingWalk, seed: int) -> dict[str, Any]:
+    """The "control" record of a shuffled-text walk (``schema.WalkControl``)."""
+    never = walk.leave_cos < 0
+    return {
+        "kind": SHUFFLED,
+        "seed": int(seed),
+        "frac_never_leave": sig(np.mean(never)),
+        "frac_never_leave_ci": block_bootstrap_mean(never, seed=0),
+    }
+
+
 # --------------------------------------------------------------------------- decoding
 
 
