@@ -1,7 +1,10 @@
 """`geomlens report` with its default figures (static PNGs included), once per tier and
 kind: a full-tier decoder (llama) and encoder (bert), a hidden-state-tier decoder
-(deepseek_v3, latent attention) and encoder (deberta-v2). The other command tests run with
-``--figures none``; these four runs (about 30 s each) draw every figure."""
+(deepseek_v3, latent attention) and encoder (deberta-v2), and a hidden-state-tier encoder
+whose final norm sits beside its blocks (megatron-bert). The other command tests run with
+``--figures none``; these runs (about 30 s each) draw every figure. A model with no norm
+geomlens reads and a readout that is not its own (reformer) draws the figures that apply
+and says, per part, why the others do not."""
 
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ CASES = [
     ("bert", "full", True),
     ("deepseek_v3", "hidden-state", False),
     ("deberta-v2", "hidden-state", True),
+    ("megatron-bert", "hidden-state", True),
 ]
 """(model type, tier, encoder)."""
 
@@ -78,3 +82,41 @@ def test_report_draws_its_default_figures(
         assert "sphere_heads.png" not in figures
         assert metrics["attention"]["layers"]["0"].startswith("not applicable: layer 0")
     assert ("concepts_schemes.png" in figures) == (not encoder)
+    assert metrics["sphere"]["identity"]["max_rel_err"] is not None  # every norm read
+
+
+NO_NORMS = "not applicable: the model has no layer norms geomlens can read"
+NO_READOUT = "not available: the readout is not available for this model: "
+
+
+def test_report_says_what_a_model_without_norms_or_readout_cannot_give(tmp_path: Path) -> None:
+    """Reformer in the hidden-state tier: no norm geomlens reads (its final norm reads two
+    concatenated streams), and logits that differ from the view's readout. `report` with its
+    default figures exits 0; each part that needs the norms or the readout writes one
+    sentence instead of its numbers, draws no figure, and its claims are not applicable."""
+    folder = saved("reformer", False, tmp_path)
+    out = tmp_path / "run"
+    args = ["report", "--model", str(folder), "--contexts", "8", "--length", "16"]
+    assert main([*args, "--batch-size", "8", "--limit", "2", "--quiet", "--out", str(out)]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    sphere = metrics["sphere"]
+    assert sphere["identity"]["max_rel_err"] is None
+    assert sphere["not_available"]["identity"] == NO_NORMS
+    for part in ("top_tokens", "trajectory"):
+        assert sphere["not_available"][part].startswith(NO_READOUT)
+        assert part not in sphere
+    assert metrics["walk"]["not_available"].startswith(NO_READOUT)
+    assert "encoding" not in metrics["walk"]
+    assert metrics["concepts"]["unsupported"].startswith(NO_READOUT)
+    verdicts = {c["id"]: c["verdict"] for c in metrics["claims"]}
+    assert verdicts["molina.layernorm_sphere"] == NO_NORMS
+    for claim in ("molina.gamma_beta_common_words", "singh.walk_leaves"):
+        assert verdicts[claim].startswith("not applicable: the readout is not available")
+    figures = {p.name for p in (out / "figures").iterdir()}
+    assert "walk_similarity_cos.png" in figures  # the hidden states' own geometry
+    drawn = [f for f in figures if f.startswith(("sphere_", "walk_encoding", "walk_decoding"))]
+    assert not drawn, drawn
+    page = (out / "report.html").read_text()
+    assert f"Layer-norm identity: {NO_NORMS}." in page
+    assert "Top tokens: not available: the readout is not available for this model" in page
+    assert "Encoding and decoding walks: not available: the readout is not available" in page

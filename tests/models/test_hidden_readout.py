@@ -124,3 +124,56 @@ def test_shifted_hidden_states_are_numbered_from_the_embedding(model_type: str) 
         assert torch.equal(mine[0], embedded)
     for layer in range(1, view.n_layers + 1):
         assert torch.equal(mine[layer], theirs[layer - 1]), layer
+
+
+@pytest.mark.parametrize("model_type", ["megatron-bert", "fuyu"])
+def test_a_final_norm_beside_the_blocks_is_found(model_type: str) -> None:
+    """Megatron-BERT keeps its final LayerNorm in its encoder beside the block list, Fuyu in
+    its language model: it is found there, so the radii are known and the readout (through
+    it) equals Hugging Face's logits."""
+    model, view = hidden_view(model_type)
+    assert view.final_norm is not None and view.final_norm.kind == "layernorm"
+    check = check_hidden_view(view)
+    assert check.final_norm and check.readout_equal is True
+    with torch.inference_mode():
+        theirs = model(input_ids=IDS, output_hidden_states=True).hidden_states[-1]
+        mine = view.final_norm(last_block_output(view, IDS))
+    assert torch.equal(mine, theirs)
+
+
+def test_positions_a_model_pads_on_are_not_read() -> None:
+    """Reformer pads its input on the right to a multiple of its chunk length and runs its
+    blocks on the padded positions: the hidden states read are the tokens' alone, equal to
+    Hugging Face's first T positions."""
+    model, view = hidden_view("reformer")
+    chunk = int(model.config.lsh_attn_chunk_length or model.config.local_attn_chunk_length)
+    g = torch.Generator().manual_seed(7)
+    ids = torch.randint(3, 96, (1, chunk + 1), generator=g)  # padded to two chunks
+    got = hidden_states(view, ids, [0, view.n_layers])
+    with torch.inference_mode():
+        theirs = model(input_ids=ids, output_hidden_states=True).hidden_states
+    assert theirs[0].shape[1] > ids.shape[1]  # Hugging Face's own are padded
+    for layer in (0, view.n_layers):
+        assert got[layer].shape[1] == ids.shape[1]
+    assert torch.equal(got[0], theirs[0][:, : ids.shape[1]])
+
+
+def test_the_view_says_its_readout_and_norms_are_not_read() -> None:
+    """The load check's verdict on the readout reaches the analyses through the view: a
+    readout whose logits differ is "not available", and a model with no norm geomlens
+    reads says so (Reformer: both)."""
+    from dataclasses import replace
+
+    from geomlens.analyses.common.applicable import norms_missing, readout_missing
+
+    _, view = hidden_view("reformer")
+    assert view.readout_differs() is None  # no load check: nothing said
+    view = replace(view, load_check=check_hidden_view(view))
+    said = readout_missing(view)
+    assert said is not None
+    assert said.startswith("not available: the readout is not available for this model: ")
+    assert "differ from Hugging Face's" in said
+    assert norms_missing(view) == "not applicable: the model has no layer norms geomlens can read"
+    _, ernie = hidden_view("ernie")  # its head's transform is read: its readout is its own
+    ernie = replace(ernie, load_check=check_hidden_view(ernie))
+    assert readout_missing(ernie) is None and norms_missing(ernie) is None

@@ -105,3 +105,25 @@ def test_undeclared_encoder_decoders_are_refused_as_such(
     err = capsys.readouterr().err
     assert "is an encoder-decoder that no family declares" in err
     assert "different models" not in err and "Traceback" not in err
+
+
+def test_a_saved_folder_that_does_not_load_back_is_said() -> None:
+    """Emu3's causal LM keeps an Emu3TextConfig, which no Auto class knows: a saved folder
+    of it does not load back, and its row says so; a Llama folder does."""
+    from geomlens.models.reach import not_reloaded
+
+    assert "Emu3TextConfig" in not_reloaded(tiny_model("emu3"))
+    assert not_reloaded(tiny_model("llama")) == ""
+    assert reach_of("emu3").why.startswith("a saved folder does not load back")
+
+
+def test_a_tiny_model_whose_table_has_two_sizes_saves_and_loads_back(tmp_path: Path) -> None:
+    """Inkling 2 counts its token table twice (``unpadded_vocab_size``): both follow the tiny
+    vocabulary, so transformers saves the model and loads it back."""
+    model = tiny_model("inkling2_text", vocab_size=200)
+    assert model.config.unpadded_vocab_size == 200
+    model.save_pretrained(tmp_path)
+    again = transformers.AutoModelForCausalLM.from_pretrained(tmp_path)
+    table = again.get_input_embeddings().weight
+    assert table.shape[0] == 200
+    assert bool((table == model.get_input_embeddings().weight).all())

@@ -154,18 +154,22 @@ def attention_record(
 
 @contextmanager
 def recording(
-    view: ModelView, layers: Sequence[int], stop: bool = True
+    view: ModelView, layers: Sequence[int], stop: bool = True, tokens: int | None = None
 ) -> Iterator[dict[int, torch.Tensor]]:
     """Hooks that fill a dict layer -> hidden states [B, T, d] during a forward pass, each
     on the view's device (where the accumulators are, whichever device a placed model's
     block ran on); with ``stop`` the pass ends (``_StopForward``) once the last wanted
     layer is recorded. The view's lock is held while open (threads sharing the view take
-    turns)."""
+    turns). ``tokens``: the T of the pass's input; a model that pads its input on the right
+    to a multiple of its chunk length (Reformer) runs its blocks on more positions, and
+    only the first T, the tokens', are kept."""
     wanted = set(layers)
     last = max(wanted)
     record: dict[int, torch.Tensor] = {}
 
     def keep(layer: int, h: torch.Tensor) -> None:
+        if tokens is not None and h.dim() >= 2 and h.shape[-2] > tokens:
+            h = h[..., :tokens, :]  # the model's own right-padding, not a token
         record[layer] = h.detach().to(view.device)  # a placed model's blocks: several devices
         if stop and layer == last:
             raise _StopForward
@@ -219,6 +223,11 @@ def hidden_states(
     kwargs = base_kwargs(view)
     if attention_mask is not None:
         kwargs["attention_mask"] = attention_mask.to(view.device)
-    with torch.inference_mode(), recording(view, layers) as record, suppress(_StopForward):
+    tokens = int(input_ids.shape[-1])
+    with (
+        torch.inference_mode(),
+        recording(view, layers, tokens=tokens) as record,
+        suppress(_StopForward),
+    ):
         view.base(input_ids=input_ids.to(view.device), **kwargs)
     return record

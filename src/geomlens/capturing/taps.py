@@ -221,7 +221,8 @@ def tapped_pass(
             stack.enter_context(eager_attention(view))
         for tap in taps:
             stack.enter_context(tap.during(view))
-        record = stack.enter_context(recording(view, layers, stop=False))
+        tokens = int(input_ids.shape[-1])
+        record = stack.enter_context(recording(view, layers, stop=False, tokens=tokens))
         stack.enter_context(torch.inference_mode())
         out = view.base(input_ids=input_ids.to(view.device), **kwargs)
     attentions = getattr(out, "attentions", None) if returned else None

@@ -204,12 +204,7 @@ def _final_norm(
     if torch.equal(last, hidden_last):
         return None, False
     inside = {id(m) for b in blocks for m in b.modules()}
-    children = dict(base.named_children())
-    ordered = [n for n in FINAL_NORM_NAMES if n in children] + [
-        n for n in children if n not in FINAL_NORM_NAMES
-    ]
-    for name in ordered:
-        module = children[name]
+    for module in _final_norm_candidates(base, blocks[0]):
         if id(module) in inside or isinstance(module, (nn.ModuleList, nn.Embedding)):
             continue
         try:
@@ -220,6 +215,26 @@ def _final_norm(
         if isinstance(y, torch.Tensor) and _same(y, hidden_last):
             return _norm_kind_and_view(module, last, y), True
     return None, True
+
+
+def _final_norm_candidates(base: nn.Module, first: nn.Module) -> list[nn.Module]:
+    """The modules that may be the final norm: the children of ``base`` and of every module
+    between it and the list of blocks (Megatron-BERT keeps its final LayerNorm beside the
+    blocks in its encoder, Fuyu in its language model), ``FINAL_NORM_NAMES`` first."""
+    path = next((name for name, m in base.named_modules() if m is first), "")
+    parts = path.split(".")[:-1]
+    holders = [base]
+    for i in range(1, len(parts)):  # the modules above the block list, outermost first
+        holder = base.get_submodule(".".join(parts[:i]))
+        if not isinstance(holder, nn.ModuleList):
+            holders.append(holder)
+    found: list[nn.Module] = []
+    for holder in holders:
+        children = dict(holder.named_children())
+        ordered = [n for n in FINAL_NORM_NAMES if n in children]
+        ordered += [n for n in children if n not in FINAL_NORM_NAMES]
+        found += [children[n] for n in ordered if all(children[n] is not m for m in found)]
+    return found
 
 
 def _readout(model: nn.Module, table: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -128,7 +128,32 @@ def reach_of(model_type: str) -> Reach:
             model(input_ids=probe(), **forward_kwargs(model))
     except Exception as exc:  # Hugging Face's own model does not build or run
         return unbuildable(model_type, exc)
-    return loaded(model_type, layouts, model)
+    row = loaded(model_type, layouts, model)
+    note = not_reloaded(model)
+    if note and row.tier != "refused":
+        return Reach(model_type, row.tier, short(f"{note}: {row.why}"))
+    return row
+
+
+def not_reloaded(model: Any) -> str:
+    """Why a saved folder of ``model`` does not load back through transformers' Auto classes
+    ("" where it does): its config class is in none of their tables (Emu3's causal LM
+    keeps an ``Emu3TextConfig``, which no Auto class knows), so only a model object given
+    in memory reaches geomlens."""
+    from transformers.models.auto import modeling_auto as auto
+
+    config_class = type(model.config)
+    tables = (
+        auto.MODEL_FOR_CAUSAL_LM_MAPPING,
+        auto.MODEL_FOR_MASKED_LM_MAPPING,
+        auto.MODEL_MAPPING,
+    )
+    if any(config_class in table for table in tables):
+        return ""
+    return (
+        f"a saved folder does not load back (no Auto class knows {config_class.__name__}), "
+        "only a model object in memory"
+    )
 
 
 NEEDS_MORE_THAN_IDS = {

@@ -194,7 +194,27 @@ def fitted(model_type: str, sizes: dict[str, Any]) -> dict[str, Any]:
         value = getattr(default, key, None)
         if key not in out and isinstance(value, int) and value >= vocab:
             out[key] = small
+    out.update(other_vocabularies(default, out, vocab))
     return out
+
+
+def other_vocabularies(default: Any, sizes: dict[str, Any], vocab: int) -> dict[str, int]:
+    """Sizes of the token table other than ``vocab_size`` (``SAME_TABLE``: Inkling 2's
+    ``unpadded_vocab_size``, the rows its checkpoints keep) whose default is larger than the
+    tiny vocabulary: set to it, or transformers pads or cuts the embedding by a negative
+    number of rows when it saves. Tables of other ids (LUKE's entities) keep their size:
+    a declared layout refuses them changed."""
+    return {
+        key: vocab
+        for key in SAME_TABLE
+        if key not in sizes
+        and isinstance(getattr(default, key, None), int)
+        and getattr(default, key) > vocab
+    }
+
+
+SAME_TABLE = ("unpadded_vocab_size",)
+"""Config fields that count rows of the token table itself, beside ``vocab_size``."""
 
 
 PER_LAYER_LIMIT = 4

@@ -682,6 +682,18 @@ class ModelView:
         """
         return self.encoder_final_norm if self.is_seq2seq else self.final_norm
 
+    def readout_differs(self) -> str | None:
+        """Why the view's readout (``logits``) is not the model's own, in words that follow
+        "the readout is not available for this model:", where its on-load check found its
+        logits different from Hugging Face's (a hidden-state-tier model whose LM head does
+        more than the view reads); None where they were equal or not compared."""
+        check = self.load_check
+        if getattr(check, "readout_equal", None) is not False:
+            return None
+        error = (getattr(check, "max_error", None) or {}).get("logits")
+        by = "" if error is None else f" by {error:.2g} of the largest logit"
+        return f"its logits differ from Hugging Face's{by} (checked on load)"
+
     def not_modelled(self) -> dict[int, str]:
         """Block index -> why its token mixing is not modelled (empty for the full tier)."""
         return {b.index: b.mixing for b in self.blocks if b.mixing is not None}

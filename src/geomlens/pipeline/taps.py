@@ -65,11 +65,15 @@ T = TypeVar("T", bound=Tap)
 
 def filled_tap(folder: RunFolder, name: str, tap: T) -> T:
     """``tap`` (empty, built for this run's model) loaded with what the capture of
-    ``folder`` filled under ``name`` ("norms", "attention"); analyses read theirs here.
+    ``folder`` filled under ``name`` ("norms", "attention"); analyses read theirs here. A
+    tap with nothing to hold for this model (the norm statistics of a model with no norm
+    geomlens reads) comes back as built: its analysis says what does not apply.
 
     Raises:
         GeomlensError: when the capture saved no such tap (one sentence: rerun).
     """
+    if not tap.state_spec():
+        return tap
     path = folder.path / "stats" / "taps.safetensors"
     head = f"{PREFIX}{name}."
     state = load_state(path) if path.exists() else {}

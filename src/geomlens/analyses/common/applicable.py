@@ -50,3 +50,34 @@ def not_applicable(view: ModelView, what: str) -> dict[str, Any] | None:
         "tier": view.tier,
         "layers": {str(layer): why for layer, why in reasons.items()},
     }
+
+
+NO_NORMS = "the model has no layer norms geomlens can read"
+"""Why the norm-level parts (the layer-norm identity, the radii, the readout norm's scores)
+do not apply: a hidden-state-tier model none of whose norms reproduces a LayerNorm or
+RMSNorm construction (or that has none)."""
+
+NO_READOUT = "the readout is not available for this model"
+"""The start of the sentence every readout part (top tokens, the logit lens, FFN
+sub-updates, the walks' nearest tokens, concept words) writes instead of its numbers when
+the view's logits are not the model's own (``ModelView.readout_differs``)."""
+
+
+def norms_missing(view: ModelView) -> str | None:
+    """The sentence "not applicable: the model has no layer norms geomlens can read" where
+    no norm of the view is a LayerNorm or RMSNorm it reads (every block's norm an identity
+    and no final, embedding or encoder norm); None where one is."""
+    norms = [view.embedding_norm, view.final_norm, view.encoder_final_norm]
+    for block in view.blocks:
+        norms += [block.norm_attn, block.norm_mlp, *block.extra_norms.values()]
+    if any(norm is not None and norm.kind != "identity" for norm in norms):
+        return None
+    return f"{NOT_APPLICABLE}: {NO_NORMS}"
+
+
+def readout_missing(view: ModelView) -> str | None:
+    """The sentence "not available: the readout is not available for this model: its logits
+    differ from Hugging Face's ..." where the view's readout is not the model's
+    (``ModelView.readout_differs``); None where it is."""
+    differs = view.readout_differs()
+    return None if differs is None else f"not available: {NO_READOUT}: {differs}"

@@ -281,4 +281,8 @@ def concept_claims(metrics: dict[str, Any], model: dict[str, Any]) -> list[Claim
     if kind == "encoder":
         outside = f"not applicable: {SINGH_KINDS}"
         return [replace(c, verdict=outside, why="", guard="") for c in found]
+    unavailable = (concepts.unsupported or "").startswith("not available: ")
+    if unavailable:  # the readout is not the model's own (``ModelView.readout_differs``)
+        outside = "not applicable: " + reason.removeprefix("not available: ")
+        return [replace(c, verdict=outside, why="", guard="") for c in found]
     return found

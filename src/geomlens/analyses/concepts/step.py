@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from geomlens.analyses.base import StageRequest
+from geomlens.analyses.common.applicable import readout_missing
 from geomlens.analyses.concepts.baseline import (
     BATCH_TOKENS,
     FEEDS,
@@ -348,6 +349,10 @@ def _run_locked(
         device=str(view.device),
         schemes={s.key: s.to_dict() for s in schemes},
     )
+    no_readout = readout_missing(view)
+    if no_readout is not None:  # its schemes read the head: not the model's own readout
+        folder.merge_metrics("concepts", {"unsupported": no_readout})
+        return run.complete(schemes_computed=0, schemes_cached=0)
     return _score_and_write(config, run, task, prepared, schemes, view, progress, figures, scored)
 
 

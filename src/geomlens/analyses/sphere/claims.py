@@ -65,6 +65,7 @@ def sphere_claims(metrics: dict[str, Any], model: dict[str, Any]) -> list[Claim]
         "finding about a model)",
         threshold_source=source,
     )
+    absent = sphere.not_available or {}
     outside = (
         "this is an encoder-only model: its readout through the embeddings is not a trained "
         "language-model head, and Molina's claim is about one (GPT-2's)"
@@ -72,9 +73,19 @@ def sphere_claims(metrics: dict[str, Any], model: dict[str, Any]) -> list[Claim]
         else None
     )
     return [
-        judge(identity, False, "no sphere analysis"),
-        _gamma_beta_claim(sphere.top_tokens or GammaBetaView(), outside),
+        judge(identity, False, "no sphere analysis", outside=_why(absent.get("identity"))),
+        _gamma_beta_claim(
+            sphere.top_tokens or GammaBetaView(), _why(absent.get("top_tokens")) or outside
+        ),
     ]
+
+
+def _why(sentence: str | None) -> str | None:
+    """A part's "not applicable: ..." or "not available: ..." sentence as the reason a
+    claim does not apply (``judge`` puts "not applicable: " before it)."""
+    if sentence is None:
+        return None
+    return sentence.removeprefix("not applicable: ").removeprefix("not available: ")
 
 
 def _unknown_counts(lists: dict[str, list[str]]) -> dict[str, tuple[int, int]]:

@@ -309,9 +309,10 @@ class NormTap(StateParts):
 
 @dataclass(frozen=True)
 class Identity:
-    """The sphere identity over every norm: ``max_rel_err`` is the largest of all."""
+    """The sphere identity over every norm: ``max_rel_err`` is the largest of all (None
+    for a model with no norm read)."""
 
-    max_rel_err: float
+    max_rel_err: float | None
     norms: list[dict[str, Any]]
     n_windows: int
     dtype: str
@@ -332,8 +333,9 @@ class Identity:
 def identity_result(stats: Sequence[NormStats], n_windows: int, dtype: str) -> Identity:
     """Collect per-norm statistics into the identity result."""
     rows = [s.finalize() for s in stats]
-    worst = max((r["max_rel_err"] for r in rows), default=0.0)
-    return Identity(max_rel_err=sig(worst, 6), norms=rows, n_windows=n_windows, dtype=dtype)
+    worst = max((r["max_rel_err"] for r in rows), default=None)
+    err = None if worst is None else sig(worst, 6)
+    return Identity(max_rel_err=err, norms=rows, n_windows=n_windows, dtype=dtype)
 
 
 def _summary(c: torch.Tensor) -> dict[str, float]:

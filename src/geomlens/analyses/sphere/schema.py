@@ -14,8 +14,12 @@ from geomlens.analyses.common.block import Block, nullable
 class Identity(Block):
     """The layer-norm identity: each norm rebuilt as projection, sphere, gain and bias."""
 
-    max_rel_err: float
-    """Largest |norm(x) - construction(x)| / |construction(x)| over vectors (unitless)."""
+    max_rel_err: float | None = nullable()
+    """Largest |norm(x) - construction(x)| / |construction(x)| over vectors (unitless);
+    null for a model with no norm read (``not_applicable`` says so)."""
+    not_applicable: str | None = None
+    """Why the identity does not apply ("not applicable: the model has no layer norms
+    geomlens can read"); absent where it does."""
     definition: str | None = None
     dtype: str | None = None
     n_windows: int | None = None
@@ -165,8 +169,10 @@ class SphereMetrics(Block):
     readout: str
     """How hidden states were read out (the final norm, then W_U)."""
     identity: Identity
-    top_tokens: TopTokens
-    trajectory: Trajectory
+    top_tokens: TopTokens | None = None
+    """Absent where ``not_available`` says why."""
+    trajectory: Trajectory | None = None
+    """Absent where ``not_available`` says why."""
     prompt: str
     """The logit lens's prompt."""
     placement: str | None = None
@@ -178,6 +184,9 @@ class SphereMetrics(Block):
     """Per norm input: norms, all-ones share and output radius; the embeddings' gains."""
     heads: HeadProbe | None = None
     ffn: Ffn | None = None
+    not_available: dict[str, str] | None = None
+    """Part ("identity", "top_tokens", "trajectory") -> the one sentence it says instead
+    of its numbers (a model with no norm read, or whose readout is not its own)."""
 
     @classmethod
     def of(cls, metrics: dict[str, Any]) -> Self | None:
@@ -237,6 +246,7 @@ class SphereClaimsView(Block):
 
     identity: Identity | None = None
     top_tokens: GammaBetaView | None = None
+    not_available: dict[str, str] | None = None
 
     @classmethod
     def of(cls, metrics: dict[str, Any]) -> Self:

@@ -146,27 +146,40 @@ def sphere_section(run: Run) -> str:
     s, folder = SphereMetrics.of(run.metrics), run.path
     if s is None:
         return readings(["Not computed in this run."])
-    identity, ranks = s.identity, s.top_tokens.mean_freq_rank
-    traj = s.trajectory
+    identity, top, traj = s.identity, s.top_tokens, s.trajectory
+    absent = s.not_available or {}
     kind = s.norm_kind or "layernorm"
     does = NORM_READING.get(kind, f"{kind}")
     lines = [
-        f"Every norm of this model is {does}, up to a relative error of "
+        f"Layer-norm identity: {absent['identity']}."
+        if identity.max_rel_err is None
+        else f"Every norm of this model is {does}, up to a relative error of "
         f"{identity.max_rel_err:.1e} against that construction.",
-        token_rank_reading(ranks, gamma_beta_record(run)),
-        f"The prompt {s.prompt!r} is read as {traj.prediction!r} at the last layer.",
+        f"Top tokens: {absent.get('top_tokens', 'not computed')}."
+        if top is None
+        else token_rank_reading(top.mean_freq_rank, gamma_beta_record(run)),
+        f"Logit lens: {absent.get('trajectory', 'not computed')}."
+        if traj is None
+        else f"The prompt {s.prompt!r} is read as {traj.prediction!r} at the last layer.",
     ]
-    top = s.top_tokens
-    token_rows = [
-        [i + 1, a, b, c]
-        for i, (a, b, c) in enumerate(
-            zip(top.norm.top, top.plain.top, top.affine.top, strict=False)
-        )
-    ]
-    lens_rows = [
-        [layer, " | ".join(map(str, t5[-1] if t5 and isinstance(t5[0], list) else t5))]
-        for layer, t5 in zip(traj.layers, traj.top5, strict=False)
-    ]
+    token_rows = (
+        []
+        if top is None
+        else [
+            [i + 1, a, b, c]
+            for i, (a, b, c) in enumerate(
+                zip(top.norm.top, top.plain.top, top.affine.top, strict=False)
+            )
+        ]
+    )
+    lens_rows = (
+        []
+        if traj is None
+        else [
+            [layer, " | ".join(map(str, t5[-1] if t5 and isinstance(t5[0], list) else t5))]
+            for layer, t5 in zip(traj.layers, traj.top5, strict=False)
+        ]
+    )
     return "".join(
         [
             paper(
@@ -176,12 +189,16 @@ def sphere_section(run: Run) -> str:
             ),
             untrained_readout(run.metrics),
             readings(lines),
-            table(
+            ""
+            if top is None
+            else table(
                 ["#", "by norm", "readout, no gamma/beta", "readout with gamma/beta"],
                 token_rows,
                 "Top tokens",
             ),
-            table(["layer", "top-5 tokens of the last position"], lens_rows, "Logit lens"),
+            ""
+            if traj is None
+            else table(["layer", "top-5 tokens of the last position"], lens_rows, "Logit lens"),
             head_probe_part(folder, s.heads),
             ffn_part(folder, s.ffn),
             SECTION.saved_plot(folder, "sphere_trajectory", "plot-trajectory"),

@@ -23,7 +23,14 @@ import numpy as np
 import torch
 
 from geomlens.analyses.base import StageRequest
-from geomlens.analyses.common.applicable import modelled, not_applicable
+from geomlens.analyses.common.applicable import (
+    NO_NORMS,
+    NOT_APPLICABLE,
+    modelled,
+    norms_missing,
+    not_applicable,
+    readout_missing,
+)
 from geomlens.analyses.sphere import compute as sph
 from geomlens.analyses.sphere import ffn as ffn_analysis
 from geomlens.analyses.sphere import figures as figs
@@ -121,22 +128,29 @@ def corpus_counts(view: ModelView, config: CaptureConfig) -> np.ndarray:
 def sphere_figures(
     out: Path,
     orient: sph.Orientation,
-    top: sph.TopTokens,
+    top: sph.TopTokens | None,
     probe: head_probe.HeadProbe,
-    traj: lens.Trajectory,
+    traj: lens.Trajectory | None,
     map3: lens.TrajectoryMap | None,
     tokens: list[str],
 ) -> None:
     """Every sphere figure into ``out``, drawn in a forked process (see
-    ``rendered_in_background``): the report draws them while its next stage runs. Without
-    ``map3`` (umap-learn not installed) the trajectory map is left out; without a probed
-    layer (every block's mixing not modelled) the head figure is."""
+    ``rendered_in_background``): the report draws them while its next stage runs. A part
+    that does not apply draws no figure (the section says why): no norm read, no radii
+    or cosines; no readout norm or no readout, no top tokens; no readout, no logit lens or
+    map; without ``map3`` (umap-learn not installed) the trajectory map is left out;
+    without a probed layer (every block's mixing not modelled) the head figure is."""
     with rendered_in_background():
-        save_later(figs.radius_figure(orient.layers), out / "sphere_radius.png")
-        save_later(figs.cosine_figure(orient.cosines), out / "sphere_cosines.png")
-        save_later(figs.top_tokens_figure(top), out / "sphere_top_tokens.png")
+        if orient.layers:
+            save_later(figs.radius_figure(orient.layers), out / "sphere_radius.png")
+        if orient.cosines:
+            save_later(figs.cosine_figure(orient.cosines), out / "sphere_cosines.png")
+        if top is not None:
+            save_later(figs.top_tokens_figure(top), out / "sphere_top_tokens.png")
         if probe.layers:  # no layer probed: the hidden-state tier's blocks, not read
             save_later(figs.self_attention_figure(probe), out / "sphere_heads.png")
+        if traj is None:
+            return
         save_later(figs.lens_figure(traj), out / "sphere_lens.png")
         if map3 is None:
             return
@@ -222,9 +236,12 @@ class SphereAnalysis:
         stats = filled_tap(folder, "norms", sph.NormTap(view, n_id)).finalize()
         identity = sph.identity_result(stats, n_id, config.dtype)
         orient = sph.orientation(view, stats)
-        counts = corpus_counts(view, config)
-        zipf = english_zipf(tokens) if used("wordfreq") else None
-        top = sph.top_tokens(view, tokens, counts, zipf=zipf, seed=config.seed)
+        absent = unavailable_parts(view)
+        top = None
+        if "top_tokens" not in absent:
+            counts = corpus_counts(view, config)
+            zipf = english_zipf(tokens) if used("wordfreq") else None
+            top = sph.top_tokens(view, tokens, counts, zipf=zipf, seed=config.seed)
 
         step("head probe")
         layers = probe_layers if probe_layers is not None else head_probe.default_probe_layers(view)
@@ -244,9 +261,10 @@ class SphereAnalysis:
 
         step("logit lens and FFN sub-updates")
         prompt_ids = check_prompt(view, prompt)
-        hidden, traj, ffn = lens_and_ffn(view, prompt_ids, layers, tokens, step)
-        map3 = None
-        if drawn() and used("umap"):  # the map only feeds the trajectory figures
+        traj = ffn = map3 = None
+        if "trajectory" not in absent:
+            hidden, traj, ffn = lens_and_ffn(view, prompt_ids, layers, tokens, step)
+        if traj is not None and drawn() and used("umap"):  # it only feeds the map figures
             step("UMAP of the trajectory")
             map3 = trajectory_map(view, hidden, prompt_ids, config.seed, step)
         umap = None if map3 is None else umap_record(map3, config.seed)
@@ -257,22 +275,50 @@ class SphereAnalysis:
             placement=view.blocks[0].placement,
             layout=view.blocks[0].layout,
             norm_kind=view.blocks[0].norm_attn.kind,
-            identity=Identity.from_dict(identity.to_dict()),
+            identity=Identity.from_dict(
+                identity.to_dict() | {"not_applicable": absent.get("identity")}
+            ),
             orientation=orient.to_dict(),
-            top_tokens=TopTokens.from_dict(top.to_dict()),
+            top_tokens=None if top is None else TopTokens.from_dict(top.to_dict()),
             heads=HeadProbe.from_dict(probe.to_dict()),
-            ffn=Ffn.from_dict(ffn.to_dict()),
-            trajectory=Trajectory.from_dict({**traj.to_dict(), "umap": umap}),
+            ffn=None if ffn is None else Ffn.from_dict(ffn.to_dict()),
+            trajectory=None
+            if traj is None
+            else Trajectory.from_dict({**traj.to_dict(), "umap": umap}),
             prompt=prompt,
+            not_available=absent or None,
         )
         extra = {} if skipped is None else {"not_applicable": skipped}
         folder.merge_metrics("sphere", block.to_dict() | extra)
         write_json(folder.path / "sphere_heads.json", probe.tables_dict())
-        write_json(folder.path / "sphere_ffn.json", ffn.tables_dict())
+        if ffn is not None:
+            write_json(folder.path / "sphere_ffn.json", ffn.tables_dict())
         if map3 is not None:
             write_json(folder.path / "sphere_umap.json", map3.to_dict())
         if drawn():
             sphere_figures(folder.path / "figures", orient, top, probe, traj, map3, tokens)
+
+
+def unavailable_parts(view: ModelView) -> dict[str, str]:
+    """Part -> the one sentence it writes instead of its numbers, for the parts that do not
+    apply to ``view``: the layer-norm identity and radii where no norm is read
+    (``norms_missing``); the top tokens where the readout has no norm to score through or
+    the readout is not the model's (``readout_missing``); the logit lens, its map and the
+    FFN sub-updates where the readout is not the model's. Empty for every full-tier model."""
+    out: dict[str, str] = {}
+    no_norms = norms_missing(view)
+    if no_norms is not None:
+        out["identity"] = no_norms
+    no_readout = readout_missing(view)
+    if no_readout is not None:
+        out["top_tokens"] = out["trajectory"] = no_readout
+    elif sph.readout_norm(view)[1].kind == "identity":
+        why = NO_NORMS if no_norms else "the model has no final layer norm geomlens can read"
+        out["top_tokens"] = (
+            f"{NOT_APPLICABLE}: the top tokens score embeddings through the readout's norm, "
+            f"and {why}"
+        )
+    return out
 
 
 def check_probe_layers(model: str, view: ModelView | None, layers: list[int] | None) -> None:

@@ -17,12 +17,22 @@ def sphere_lines(run: Run) -> list[str]:
     m = SphereMetrics.of(run.metrics)
     if m is None:
         return [f"sphere analyses written to {run.path} (no sphere section in metrics.json)"]
-    traj = m.trajectory
+    traj, top, err = m.trajectory, m.top_tokens, m.identity.max_rel_err
+    absent = m.not_available or {}
+    lines = [
+        f"sphere analyses written to {run.path} (metrics.json, sphere_*.json, figures/)",
+        f"  identity: {absent.get('identity')}"
+        if err is None
+        else f"  identity max_rel_err {err:.2e} ({m.readout})",
+        f"  top tokens: {absent.get('top_tokens')}"
+        if top is None
+        else f"  top tokens by norm: {top.norm.top[:5]}",
+    ]
+    if traj is None:
+        return [*lines, f"  logit lens: {absent.get('trajectory')}"]
     pairs = zip(traj.tokens, traj.first_top1, strict=True)
     return [
-        f"sphere analyses written to {run.path} (metrics.json, sphere_*.json, figures/)",
-        f"  identity max_rel_err {m.identity.max_rel_err:.2e} ({m.readout})",
-        f"  top tokens by norm: {m.top_tokens.norm.top[:5]}",
+        *lines,
         f"  prompt {m.prompt!r} -> {traj.prediction!r}; first top-1 layer per position:",
         "  " + ", ".join(f"{t!r}:{f}" for t, f in pairs),
     ]
@@ -33,7 +43,12 @@ def sphere_headline(metrics: dict[str, Any]) -> Pairs:
     sphere = SphereMetrics.of(metrics)
     if sphere is None:
         return []
+    absent = sphere.not_available or {}
+    traj = sphere.trajectory
     return [
-        ("layer-norm identity, max relative error", sphere.identity.max_rel_err),
-        ("logit-lens prediction", sphere.trajectory.prediction),
+        (
+            "layer-norm identity, max relative error",
+            absent.get("identity", sphere.identity.max_rel_err),
+        ),
+        ("logit-lens prediction", absent.get("trajectory") if traj is None else traj.prediction),
     ]

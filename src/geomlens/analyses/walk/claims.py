@@ -272,8 +272,9 @@ def walk_claims(metrics: dict[str, Any], model: dict[str, Any]) -> list[Claim]:
             *_bias_table_claims(decoder, "decoder", scheme),
         ]
     encoder = bool(model.get("is_encoder"))
+    no_walk = (walk.not_available or "").removeprefix("not available: ") or None
     return [
-        _walk_claim(walk, encoder, None, SINGH_KINDS if encoder else _untied(model)),
+        _walk_claim(walk, encoder, None, no_walk or (SINGH_KINDS if encoder else _untied(model))),
         _self_bias_claim(walk, None, n_heads, SINGH_KINDS if encoder else no_bias),
         *_bias_table_claims(walk, "decoder", scheme or "the paper reads T5's tables"),
     ]

@@ -170,7 +170,8 @@ class WalkMetrics(Block):
     layer_names: list[str]
     readout: str
     similarity: Similarity
-    encoding: Encoding
+    encoding: Encoding | None = None
+    """Absent where ``not_available`` says why (the readout is not the model's)."""
     decoding: dict[str, Decoding] | None = nullable()
     """Per mode, the decoding walk (null when none was run, or on the decoder below)."""
     kernels: Kernels
@@ -178,6 +179,9 @@ class WalkMetrics(Block):
     stack: str | None = None
     """"encoder" for an encoder-decoder (whose decoder stack is ``decoder``)."""
     decoder: DecoderStack | None = None
+    not_available: str | None = None
+    """Why the encoding and decoding walks were not run (one sentence: "not available:
+    the readout is not available for this model: ..."); absent where they were."""
 
     @classmethod
     def of(cls, metrics: dict[str, Any]) -> Self | None:
@@ -251,6 +255,7 @@ class WalkClaimsView(Block):
     kernels: KernelsView | None = None
     stack: str | None = None
     decoder: WalkClaimsView | None = None
+    not_available: str | None = None
     """An encoder-decoder's decoder stack."""
 
     @classmethod

@@ -31,7 +31,11 @@ def walk_section(run: Run) -> str:
     if w is None:
         return readings(["Not computed in this run."])
     enc, kern, ref = w.encoding, w.kernels, w.refactor
-    lines = [f"Along the layers, {leave_reading(enc)}"]
+    lines = [
+        f"Encoding and decoding walks: {w.not_available or 'not computed'}."
+        if enc is None
+        else f"Along the layers, {leave_reading(enc)}"
+    ]
     if w.text.shortened:  # a model of fewer positions than the packaged text's tokens
         lines.insert(0, w.text.shortened)
     if kern.not_applicable is not None or ref.max_rel_err is None:

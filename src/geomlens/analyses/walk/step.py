@@ -30,7 +30,7 @@ import torch
 
 from geomlens.analyses.attention.parts import self_scores
 from geomlens.analyses.base import StageRequest
-from geomlens.analyses.common.applicable import not_applicable
+from geomlens.analyses.common.applicable import not_applicable, readout_missing
 from geomlens.analyses.walk import figures as figs
 from geomlens.analyses.walk.kernels import (
     EmpiricalKernel,
@@ -487,21 +487,26 @@ class WalkAnalysis:
             step("similarity maps")
             maps, hidden, names = _similarity(folder, view, ids, sections)
 
-            step("encoding walk")
-            stack = "encoder" if view.is_seq2seq else "main"
-            with step_bar(step, sum(n != FINAL_NORM for n in names), "layer") as bar:
-                enc = encoding_walk(
-                    view, hidden, names, ids, k=top_k, space=space, stack=stack, progress=bar.update
-                )
-            _save_encoding(folder, view, enc, "")
-            control = None
-            if view.generates and not view.is_seq2seq:
-                step("encoding walk of the shuffled text (the control)")
-                control = _control(view, ids, names, top_k, space, self.seed)
-            decoder = _decoder_stack(folder, view, ids, top_k, space) if view.is_seq2seq else None
+            # a readout that is not the model's own: no walk among its tokens is claimed
+            no_readout = readout_missing(view)
+            enc = decoder = control = None
+            if no_readout is None:
+                step("encoding walk")
+                stack = "encoder" if view.is_seq2seq else "main"
+                with step_bar(step, sum(n != FINAL_NORM for n in names), "layer") as bar:
+                    enc = encoding_walk(
+                        view, hidden, names, ids, k=top_k, space=space, stack=stack,
+                        progress=bar.update,
+                    )  # fmt: skip
+                _save_encoding(folder, view, enc, "")
+                if view.generates and not view.is_seq2seq:
+                    step("encoding walk of the shuffled text (the control)")
+                    control = _control(view, ids, names, top_k, space, self.seed)
+                if view.is_seq2seq:
+                    decoder = _decoder_stack(folder, view, ids, top_k, space)
 
             decoding: dict[str, Any] | None = None
-            if generate > 0:
+            if generate > 0 and no_readout is None:
                 step("decoding walks")
                 with step_bar(step, 2, "walk") as bar:
                     decoding = _decoding(folder, view, ids, generate, top_k, seed, bar.update)
@@ -520,12 +525,15 @@ class WalkAnalysis:
                 if names[-1] == "final_norm"
                 else "hidden vector as is, then W_U^T rows",
                 similarity=Similarity.from_dict(maps.to_dict()),
-                encoding=Encoding.from_dict(
+                encoding=None
+                if enc is None
+                else Encoding.from_dict(
                     enc.to_dict() | ({} if control is None else {"control": control})
                 ),
                 decoding=read_decodings(decoding),
                 kernels=Kernels.from_dict(kernels["kernels"]),
                 refactor=Refactor.from_dict(kernels["refactor"]),
+                not_available=no_readout,
             )
             if decoder is not None:
                 decoder.update(decoding=decoding, **kernels["decoder_kernels"])
@@ -560,16 +568,25 @@ def walk_stage(request: StageRequest, step: Step) -> WalkStage:
     return WalkStage(request.config.seed, WALK_GENERATE, step, request.text)
 
 
-def _stack_lines(enc: Encoding, kern: Kernels, label: str) -> list[str]:
+def _stack_lines(
+    enc: Encoding | None, kern: Kernels, label: str, absent: str | None = None
+) -> list[str]:
     """The encoding-walk and negative self-bias lines of one stack (``label``: "" or
-    "encoder: ", "decoder: ")."""
+    "encoder: ", "decoder: "; ``absent``: why there is no encoding walk)."""
     neg = kern.negative_self_bias_fraction
+    walked = (
+        [f"  {label}encoding walk: {absent or 'not computed'}"]
+        if enc is None
+        else [
+            f"  {label}own token leaves its top-{enc.k} (cos) at layer "
+            f"{enc.cos.leave_layer_median} (median); {enc.cos.frac_never_leave:.2f} of "
+            "positions never leave",
+            f"  {label}next token enters its top-{enc.k} (cos) from layer "
+            f"{enc.cos.arrive_layer_median} (median)",
+        ]
+    )
     return [
-        f"  {label}own token leaves its top-{enc.k} (cos) at layer "
-        f"{enc.cos.leave_layer_median} (median); {enc.cos.frac_never_leave:.2f} of "
-        "positions never leave",
-        f"  {label}next token enters its top-{enc.k} (cos) from layer "
-        f"{enc.cos.arrive_layer_median} (median)",
+        *walked,
         f"  {label}negative self-bias: {neg:.3f} of heads ({kern.windows_used} windows)"
         if neg is not None
         else f"  {label}negative self-bias: not applicable (no attention weights read)",
@@ -584,7 +601,7 @@ def summary_lines(run: Run) -> list[str]:
     decoder = w.decoder
     lines = [
         f"  text: {w.text.n_tokens} tokens; layers {w.layer_names[0]}..{w.layer_names[-1]}",
-        *_stack_lines(w.encoding, w.kernels, "encoder: " if decoder else ""),
+        *_stack_lines(w.encoding, w.kernels, "encoder: " if decoder else "", w.not_available),
     ]
     decoding = w.decoding
     if decoder:
