@@ -106,7 +106,6 @@ def test_the_claims_of_timkey_are_reproduced_on_the_planted_states():
     assert all(v.startswith("not measured") for v in verdicts.values())  # no anisotropy
 
 
-
 def test_a_corpus_shorter_than_the_sample_leaves_every_statistic_finite() -> None:
     """Slots no token fills are marked by a finite key, since a checkpoint refuses NaN and
     infinite statistics (4 windows of 32 tokens fill 128 of the sample's slots)."""
