@@ -4,10 +4,12 @@ baseline comparable to the paper's models (none of which reached 1.0)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
 from geomlens.analyses.concepts.claims import concept_claims
+from geomlens.analyses.concepts.gain import context_test
 from geomlens.analyses.concepts.schemes import DEFAULT_SCHEMES, PRESETS, Scheme, parse_scheme
 from geomlens.analyses.concepts.similarity import match_scores
 
@@ -31,13 +33,31 @@ def test_test_2_compares_by_dot_product_unless_a_scheme_names_cosine() -> None:
 
 
 def concepts(score: float, ci: tuple[float, float], shots: int | None = 0) -> dict:
-    scheme = {"normalised_vs_acc": score, "normalised_vs_acc_ci": list(ci), "acc": 0.5}
+    """A concepts block whose task shows the model using its context (baseline 0.6 over a
+    no-context 0.1, by the paired test) and whose schemes keep most of that gain, so the
+    paper's share rule decides."""
+    scheme = {
+        "normalised_vs_acc": score,
+        "normalised_vs_acc_ci": list(ci),
+        "acc": 0.5,
+        "acc_ci": [0.42, 0.58],
+        "retained_gain": 0.67,
+        "retained_gain_ci": [0.55, 0.8],
+    }
+    base = np.arange(100) < 60  # right on 60 items; the control on 10 of those
+    test = context_test(base, np.arange(100) < 10).to_dict()
     return {
         "concepts": {
             "headline": "normalised_vs_acc",
             "shots": shots,
             "schemes": {"P:x": scheme, "S:x": scheme},
-            "baseline": {"acc": 0.6, "acc_ci": [0.5, 0.7], "chance": 0.25},
+            "baseline": {
+                "acc": 0.6,
+                "acc_ci": [0.5, 0.7],
+                "chance": 0.25,
+                "no_context": {"acc": 0.1},
+                "context_test": test,
+            },
         }
     }
 

@@ -268,5 +268,9 @@ def share_interval(
             )
             cos = cc.sum()
             shares.append(np.sort(cc)[-3:].sum() / cos if cos else np.nan)
-        medians.append(np.nanmedian(shares))
+        finite = [v for v in shares if np.isfinite(v)]
+        if finite:  # a draw of one group pairs no two windows: it says nothing
+            medians.append(float(np.median(finite)))
+    if len(medians) < draws / 2:  # too few groups filled for the draws to mean anything
+        return None
     return float(np.quantile(medians, 0.025)), float(np.quantile(medians, 0.975))

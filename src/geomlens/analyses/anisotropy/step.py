@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from geomlens.analyses.anisotropy.compute import (
+    EMPTY,
     SAMPLE,
     AnisotropyTap,
     LayerResult,
@@ -55,7 +56,7 @@ def anisotropy_metrics(tap: AnisotropyTap) -> dict[str, Any]:
     ratios = [r.standardised / r.cosine for r in inner]
     return {
         "pairs": "every ordered pair of tokens from different windows (exact streamed sums)",
-        "standardised_on": f"a fixed sample of {int(np.isfinite(tap.keys.numpy()).sum())} "
+        "standardised_on": f"a fixed sample of {int((tap.keys.numpy() < EMPTY).sum())} "
         f"tokens (at most {SAMPLE}) with the corpus's exact mean and variance",
         "layers": [layer_record(r) for r in rows],
         "top3_share_median": None if not shares else sig(float(np.median(shares))),

@@ -17,6 +17,7 @@ from geomlens.analyses.decomposition.schema import (
 )
 from geomlens.reporting import guards
 from geomlens.reporting.claims import SONG, SONG_SCOPE, Claim, judge
+from geomlens.reporting.guards import Guard
 
 WHOLE_RESIDUAL = 0.5
 """The whole-W_QK fit must leave at most this relative residual (3/4 of ||W_QK||^2 fitted).
@@ -55,12 +56,6 @@ def _qk_claims(metrics: dict[str, Any], view: PositionView) -> list[Claim]:
         _median([h.whole_low_rank_in_basis for h in with_part]),
         _median([h.whole_baseline_low_rank_in_basis for h in with_part]),
     )
-    block = [h for b in qk for h in b.heads if b.k > b.head_rank(h) + 1]
-    fit, rand = (
-        _median([h.residual for h in block]),
-        _median([h.baseline_residual for h in block]),
-    )
-    fit_ratio = None if fit is None or not rand else fit / rand
     missing = "no attention split" if not qk else "no whole-matrix fit in this run"
     if heads and not with_part:
         missing = "no head's W_QK has a low-rank part standing above its bulk (ScreeNOT rank 0)"
@@ -107,25 +102,37 @@ def _qk_claims(metrics: dict[str, Any], view: PositionView) -> list[Claim]:
             missing,
             [diluted],
         ),
-        judge(
-            Claim(
-                "song.wqk_low_rank_plus_diagonal_block",
-                "W_QK inside the positional basis is low-rank plus diagonal (geomlens variant)",
-                rule="median relative residual of the fit of U^T W_QK U (each head at its "
-                "ScreeNOT rank, heads whose rank fills the basis left out) < that of a "
-                "Gaussian matrix at the same rank (ratio < 1)",
-                value="–" if fit_ratio is None else f"residual {fit:.3f} against random {rand:.3f}",
-                number=fit_ratio,
-                threshold=1.0,
-                kind="variant",
-                threshold_source="geomlens: better than a random matrix",
-                **common,
-            ),
-            False,
-            "no attention split",
-            [noisy],
-        ),
+        _qk_block_claim(qk, common, noisy),
     ]
+
+
+def _qk_block_claim(qk: list[QKBasis], common: dict[str, Any], noisy: Guard | None) -> Claim:
+    """The geomlens variant: U^T W_QK U low-rank plus diagonal against a Gaussian matrix
+    (heads whose rank fills the basis left out: their fit is exact)."""
+    block = [h for b in qk for h in b.heads if b.k > b.head_rank(h) + 1]
+    fit, rand = (
+        _median([h.residual for h in block]),
+        _median([h.baseline_residual for h in block]),
+    )
+    fit_ratio = None if fit is None or not rand else fit / rand
+    return judge(
+        Claim(
+            "song.wqk_low_rank_plus_diagonal_block",
+            "W_QK inside the positional basis is low-rank plus diagonal (geomlens variant)",
+            rule="median relative residual of the fit of U^T W_QK U (each head at its "
+            "ScreeNOT rank, heads whose rank fills the basis left out) < that of a "
+            "Gaussian matrix at the same rank (ratio < 1)",
+            value="–" if fit_ratio is None else f"residual {fit:.3f} against random {rand:.3f}",
+            number=fit_ratio,
+            threshold=1.0,
+            kind="variant",
+            threshold_source="geomlens: better than a random matrix",
+            **common,
+        ),
+        False,
+        "no attention split",
+        [noisy],
+    )
 
 
 def below_diluted(share_in_basis: float | None, noise_share: float | None) -> bool:

@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy.stats import binomtest
 
 from geomlens.stats.intervals import N_BOOT, percentiles, resamples
 
@@ -71,6 +70,8 @@ class ContextTest:
 
 def context_test(baseline: Correct, no_context: Correct, alpha: float = ALPHA) -> ContextTest:
     """Whether the baseline beats the no-context control on the same items."""
+    from scipy.stats import binomtest  # only when a task is tested (slow to import)
+
     b = np.asarray(baseline, dtype=bool)
     c = np.asarray(no_context, dtype=bool)
     if b.shape != c.shape:

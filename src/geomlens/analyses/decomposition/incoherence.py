@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy import integrate, special
 
 Array = npt.NDArray[np.float64]
 
@@ -217,6 +216,8 @@ def random_coherence(n_pos: int, n_ctx: int, d: int, seed: int = 0) -> tuple[flo
     SmolLM2's shape, 127 x 126 in R^576, is 0.013 around 0.170). No draw is made, so the
     level has no sampling noise of its own. ``seed`` is kept for the callers' signature.
     """
+    from scipy import integrate, special  # only when the level is computed (slow to import)
+
     del seed
     if n_pos <= 0 or n_ctx <= 0 or d <= 0:
         return math.nan, math.nan

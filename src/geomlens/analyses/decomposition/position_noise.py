@@ -311,19 +311,9 @@ def corrected(
     basis = vectors[:, :rank]
     coefficients = basis.T @ pooled
     denoised = basis @ coefficients
-    low_freq = smooth = coh_max = coh_mean = inc = math.nan
-    if rank > 0:
-        unit = spectra.gram_matrix(denoised)
-        low_freq, smooth = spectra.low_freq_share(unit), spectra.smoothness(unit)
-        coh_max, coh_mean = incoherence.abs_cosine_summary(denoised, ctx)
-        inc = incoherence.incoherence(
-            denoised,
-            ctx,
-            rank,
-            baseline=False,
-            ctx_svd=ctx_svd,
-            pos_svd=projected_svd(coefficients),
-        ).mean_cos
+    low_freq, smooth, coh_max, coh_mean, inc = _denoised_shape(
+        denoised, coefficients, ctx, rank, ctx_svd
+    )
     noise = None
     if baseline:
         noise = noise_floors(split_half_noise(groups), basis, ctx, ctx_svd)
@@ -345,6 +335,25 @@ def corrected(
         negative_share=negative / total if total > 0 else math.nan,
         margin=margin,
     )
+
+
+def _denoised_shape(
+    denoised: Array,
+    coefficients: Array,
+    ctx: Array,
+    rank: int,
+    ctx_svd: tuple[Array, Array] | None,
+) -> tuple[float, float, float, float, float]:
+    """(low-frequency share, smoothness, max and mean |cos| with the context part, mean
+    incoherence) of the denoised positional part [T', d] of rank ``rank`` (all NaN at 0)."""
+    if rank <= 0:
+        return (math.nan,) * 5
+    unit = spectra.gram_matrix(denoised)
+    coh_max, coh_mean = incoherence.abs_cosine_summary(denoised, ctx)
+    inc = incoherence.incoherence(
+        denoised, ctx, rank, baseline=False, ctx_svd=ctx_svd, pos_svd=projected_svd(coefficients)
+    ).mean_cos
+    return spectra.low_freq_share(unit), spectra.smoothness(unit), coh_max, coh_mean, inc
 
 
 def projected_svd(coefficients: Array) -> tuple[Array, Array]:

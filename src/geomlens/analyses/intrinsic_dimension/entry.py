@@ -20,10 +20,10 @@ ENTRY = AnalysisEntry(
     stacks={KEY: "encoder (the decomposition's windows)"},
     glossary={
         "twonn": "TwoNN intrinsic dimension of the windows' mean-pooled states at a layer "
-        "(Facco et al. 2017): from the ratio of each window's second to first "
+        "(Facco and co-authors, 2017): from the ratio of each window's second to first "
         "nearest-neighbour distance.",
-        "gride": "GRIDE intrinsic dimension (Denti et al. 2022) at neighbourhood k: from the "
-        "ratio of the 2k-th to the k-th nearest-neighbour distance.",
+        "gride": "GRIDE intrinsic dimension (Denti and co-authors, 2022) at neighbourhood k: "
+        "from the ratio of the 2k-th to the k-th nearest-neighbour distance.",
         "relative_depth": "layer / number of blocks: 0 is the embedding output, 1 the last block.",
     },
 )

@@ -22,8 +22,8 @@ ENTRY = AnalysisEntry(
         "top1_abs": "A window's largest |h[t, i]|, averaged over the windows.",
         "top2_abs": "A window's second largest |h[t, i]|, averaged over the windows.",
         "top3_abs": "A window's third largest |h[t, i]|, averaged over the windows.",
-        "top1_over_median": "top-1 |h| over the median |h|: Sun et al. call a coordinate "
-        "massive over 100 and about 1,000 x the median.",
+        "top1_over_median": "top-1 |h| over the median |h| (massive, by Sun and co-authors' rule: "
+        "over 100 and about 1,000 x the median).",
         "massive_dims": "Feature dimensions whose largest |h| passes Sun et al.'s rule.",
     },
 )

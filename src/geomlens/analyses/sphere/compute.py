@@ -537,17 +537,7 @@ def top_tokens(
     keys = ("norm", "plain", "affine") + (() if mask is None else ("plain_words", "affine_words"))
     for row, key in enumerate(keys):
         top, bottom = top_ids[row].tolist(), low_ids[row].tolist()
-        tables[key] = {
-            "top": [_tok(tokens, i) for i in top],
-            "bottom": [_tok(tokens, i) for i in bottom],
-            "top_ids": top,
-            "bottom_ids": bottom,
-            "top_scores": [sig(float(v)) for v in top_s[row]],
-            "bottom_scores": [sig(float(v)) for v in low_s[row]],
-        }
-        if key.endswith("_words"):  # only whole words compete: the bottoms are the rest
-            for end in ("bottom", "bottom_ids", "bottom_scores"):
-                del tables[key][end]
+        tables[key] = _token_table(tokens, top, bottom, top_s[row], low_s[row], key)
         freq[key] = None if ranks is None else sig(ranks[top].mean())
         common[key] = None if zipf is None else sig(zipf[top].mean())
     freq["vocab_mean"] = None if ranks is None else sig(ranks.mean())
@@ -572,6 +562,30 @@ def top_tokens(
         readout_has_beta=norm.bias is not None,
         compared=compared,
     )
+
+
+def _token_table(
+    tokens: Sequence[str] | None,
+    top: list[int],
+    bottom: list[int],
+    top_scores: Any,
+    bottom_scores: Any,
+    key: str,
+) -> dict[str, list[Any]]:
+    """One ranked list of ``top_tokens``: tokens, ids and scores at both ends (a list of
+    whole words keeps its top only: the bottom of it would be the rest of the vocabulary)."""
+    table = {
+        "top": [_tok(tokens, i) for i in top],
+        "bottom": [_tok(tokens, i) for i in bottom],
+        "top_ids": top,
+        "bottom_ids": bottom,
+        "top_scores": [sig(float(v)) for v in top_scores],
+        "bottom_scores": [sig(float(v)) for v in bottom_scores],
+    }
+    if key.endswith("_words"):
+        for end in ("bottom", "bottom_ids", "bottom_scores"):
+            del table[end]
+    return table
 
 
 WHOLE_WORDS = (
