@@ -23,6 +23,7 @@ from tiny_models import small_tokenizer
 from tokenizers import Tokenizer
 from tokenizers.processors import TemplateProcessing
 
+from geomlens.analyses.registry import report_stages
 from geomlens.cli import main
 
 
@@ -109,11 +110,7 @@ def test_every_stage_runs_on_both_stacks(runs: dict[str, Path], family: str) -> 
     run = runs[family]
     m = json.loads((run / "metrics.json").read_text())
     assert json.loads((run / "stages.json").read_text()) == [
-        "decomposition",
-        "attention",
-        "sphere",
-        "walk",
-        "concepts",
+        a.name for a in report_stages(generates=True)
     ]
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["model"]["family"] == family

@@ -14,10 +14,12 @@ from typing import Any
 import pytest
 from seq2seq_models import tiny_t5
 
-from geomlens.analyses.registry import page_sections, report_stages
+from geomlens.analyses.registry import ANALYSES, page_sections, report_stages
 from geomlens.cli import main
 
-SECTIONS = tuple((s.anchor, s.title) for s in page_sections())
+ON_PAGE_ONLY = {a.section.anchor for a in ANALYSES if a.stage is None and a.section is not None}
+"""Sections of analyses the report does not run (their own command's runs show them)."""
+SECTIONS = tuple((s.anchor, s.title) for s in page_sections() if s.anchor not in ON_PAGE_ONLY)
 
 
 @pytest.fixture(scope="module")

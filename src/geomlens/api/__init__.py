@@ -34,8 +34,8 @@ Result(command='decompose', folder=PosixPath('runs/decompose-minilm-l6'))
 >>> report = geomlens.report(**small)
 >>> (report.folder / "report.html").is_file()
 True
->>> sorted(report.metrics)[:4]
-['attention', 'capture', 'claims', 'decomposition']
+>>> [key in report.metrics for key in ("capture", "decomposition", "claims")]
+[True, True, True]
 
 The concept-space tests read a multiple-choice task (BIG-bench JSON or HellaSwag JSONL)
 and need a decoder:
