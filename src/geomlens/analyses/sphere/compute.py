@@ -574,7 +574,7 @@ def _token_table(
 ) -> dict[str, list[Any]]:
     """One ranked list of ``top_tokens``: tokens, ids and scores at both ends (a list of
     whole words keeps its top only: the bottom of it would be the rest of the vocabulary)."""
-    table = {
+    table: dict[str, list[Any]] = {
         "top": [_tok(tokens, i) for i in top],
         "bottom": [_tok(tokens, i) for i in bottom],
         "top_ids": top,
